@@ -1,0 +1,1 @@
+"""baco: differentiable co-design of DNN accelerators and their programs."""

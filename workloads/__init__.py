@@ -1,0 +1,35 @@
+"""Workloads: networks and operators as the loop nests an accelerator maps.
+
+>>> import workloads
+>>> net = workloads.load("resnet50")
+>>> net.unique_layers, net.total_layers
+(24, 54)
+"""
+
+from workloads.errors import UnsupportedOpError
+from workloads.errors import WorkloadError
+from workloads.layer import DIMS
+from workloads.layer import KINDS
+from workloads.layer import Layer
+from workloads.network import ImportSummary
+from workloads.network import Network
+from workloads.onnx_import import from_onnx
+from workloads.suites import suite
+from workloads.suites import suite_names
+from workloads.zoo import load
+from workloads.zoo import zoo_names
+
+__all__ = [
+    "DIMS",
+    "ImportSummary",
+    "KINDS",
+    "Layer",
+    "Network",
+    "UnsupportedOpError",
+    "WorkloadError",
+    "from_onnx",
+    "load",
+    "suite",
+    "suite_names",
+    "zoo_names",
+]
