@@ -1,1 +1,33 @@
-"""baco: differentiable co-design of DNN accelerators and their programs."""
+"""baco: differentiable co-design of DNN accelerators and their programs.
+
+The public API is loaded lazily, so that ``import baco.errors`` or the CLI stay cheap and the
+packages below ``baco`` never pull in the search code.
+
+>>> import baco
+>>> baco.load_network("resnet50").unique_layers
+24
+"""
+
+import importlib
+
+_EXPORTS = {
+    "errors": ("baco.errors", None),
+    "load_network": ("baco.networks", "load_network"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module_name, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'baco' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

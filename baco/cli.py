@@ -1,0 +1,117 @@
+"""The `baco` command line: thin parsing over the library; errors as one line and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from workloads.errors import BacoError
+
+EXIT_BAD_INPUT = 2
+
+
+def _cmd_workloads_list(args: argparse.Namespace) -> int:
+    import workloads
+
+    if args.json:
+        print(json.dumps({"zoo": workloads.zoo_names(), "suites": workloads.suite_names()}))
+        return 0
+    print("zoo networks (parameters as NAME:key=value,...):")
+    for name in workloads.zoo_names():
+        print(f"  {name}")
+    print("benchmark suites (workloads.suite(NAME, seed=0)):")
+    for name in workloads.suite_names():
+        print(f"  {name}")
+    return 0
+
+
+def _cmd_workloads_show(args: argparse.Namespace) -> int:
+    from baco.networks import load_network
+    from workloads.onnx_import import parse_input_shapes
+
+    shapes = parse_input_shapes(args.input_shape) if args.input_shape else None
+    net = load_network(args.network, input_shapes=shapes)
+    if args.json:
+        print(json.dumps(net.to_dict()))
+        return 0
+    _print_network(net)
+    return 0
+
+
+def _print_network(net) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{net.name}: {net.unique_layers} unique of {net.total_layers} layers, "
+                        f"{net.total_macs / 1e9:.3f} GMAC")
+    for col in ("#", "kind", "R", "S", "P", "Q", "C", "K", "N", "stride", "dil", "groups",
+                "count", "MMAC", "name"):
+        table.add_column(col, justify="left" if col in ("kind", "name") else "right")
+    for i, (layer, count) in enumerate(net):
+        table.add_row(
+            str(i), layer.kind, *(str(v) for v in layer.dims.values()),
+            f"{layer.Hstride}x{layer.Wstride}", f"{layer.Hdilation}x{layer.Wdilation}",
+            str(layer.groups), str(count), f"{layer.macs / 1e6:.1f}", layer.name)
+    console = Console(width=max(Console().width, 140))
+    console.print(table)
+    summary = net.summary.to_dict()
+    for part in ("layers", "epilogues", "folded", "skipped", "passes"):
+        if summary[part]:
+            items = ", ".join(f"{k}×{v}" for k, v in sorted(summary[part].items()))
+            console.print(f"{part}: {items}", highlight=False)
+
+
+def _cmd_validate_timeloop(args: argparse.Namespace) -> int:
+    from perfmodels.validate import validate_timeloop
+
+    report = validate_timeloop(args.file)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{report['rows']} rows of {args.file}")
+    for quantity in ("cycles", "energy"):
+        print(f"  {quantity:7s} mean |rel err| {100 * report[f'{quantity}_mean_abs_rel_err']:.3f}%"
+              f"   max |rel err| {100 * report[f'{quantity}_max_abs_rel_err']:.3f}%")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="baco", description="Co-design a DNN accelerator and its programs.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    wl = commands.add_parser("workloads", help="list and inspect networks").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    p = wl.add_parser("list", help="zoo networks and benchmark suites")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_workloads_list)
+    p = wl.add_parser("show", help="the layers of a zoo network or an ONNX file")
+    p.add_argument("network", help="zoo name (e.g. resnet50, bert:seq=512) or FILE.onnx")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
+                   help="static shape for a graph input with dynamic dims (repeatable)")
+    p.set_defaults(func=_cmd_workloads_show)
+
+    va = commands.add_parser("validate", help="check the models against measurements")
+    va = va.add_subparsers(dest="against", required=True, metavar="DATA")
+    p = va.add_parser("timeloop", help="the exact analytical model against Timeloop rows")
+    p.add_argument("file", help="CSV in the format of shared/data/timeloop_gemmini_10k.csv")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_validate_timeloop)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BacoError as exc:
+        message = " ".join(str(exc).split())
+        print(f"baco: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

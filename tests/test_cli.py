@@ -1,0 +1,97 @@
+"""The `baco` command line: outputs, JSON schema, and one-line errors with exit code 2."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from baco.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYER_KEYS = {"kind", "R", "S", "P", "Q", "C", "K", "N", "Hstride", "Wstride", "Hdilation",
+              "Wdilation", "groups", "count", "macs"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_show_resnet50_json(capsys):
+    code, out, _ = run(capsys, "workloads", "show", "resnet50", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["name"] == "resnet50"
+    assert data["unique_layers"] == len(data["layers"]) == 24
+    assert sum(layer["count"] for layer in data["layers"]) == data["total_layers"] == 54
+    assert all(LAYER_KEYS <= set(layer) for layer in data["layers"])
+    assert data["total_macs"] == sum(layer["count"] * layer["macs"] for layer in data["layers"])
+
+
+def test_show_table_and_list(capsys):
+    code, out, _ = run(capsys, "workloads", "show", "resnet50")
+    assert code == 0 and "24 unique of 54 layers" in out
+    code, out, _ = run(capsys, "workloads", "list", "--json")
+    listing = json.loads(out)
+    assert code == 0 and "resnet50" in listing["zoo"] and "gemm" in listing["suites"]
+
+
+def test_show_onnx_file_with_input_shape(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3, 3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1])
+    model = helper.make_model(helper.make_graph([node], "g", [x, w], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(model, path)
+
+    code, _, err = run(capsys, "workloads", "show", str(path), "--json")
+    assert code == 2 and "batch" in err and "--input-shape" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+    code, out, _ = run(capsys, "workloads", "show", str(path), "--json",
+                       "--input-shape", "x=2x3x8x8")
+    layer = json.loads(out)["layers"][0]
+    assert code == 0 and (layer["N"], layer["P"], layer["Q"], layer["C"], layer["K"]) == (2, 8, 8, 3, 4)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["workloads", "show", "resnet5O"], "resnet50"),          # typo: suggests the real name
+    (["workloads", "show", "missing.onnx"], "missing.onnx"),
+    (["workloads", "show", "resnet50", "--input-shape", "x=1x3"], "ONNX files only"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_truncated_onnx_file(tmp_path, capsys):
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"\x08\x07\x12\x04junk\x3a")
+    code, _, err = run(capsys, "workloads", "show", str(path))
+    assert code == 2 and "broken.onnx" in err and "Traceback" not in err
+
+
+def test_console_script_runs_as_a_module():
+    proc = subprocess.run([sys.executable, "-m", "baco", "workloads", "show", "nosuchnet"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert re.fullmatch(r"baco: error: .*nosuchnet.*\n", proc.stderr)
+
+
+def test_quick_start_matches_ci():
+    """The README's test command is the one CI runs, so the two cannot drift apart."""
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```bash\n(python3 -m venv .*?)\n```", readme)
+    assert len(commands) == 2, "the quick start is exactly two commands"
+    assert "baco " in commands[0] and commands[1].endswith("pytest")
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
