@@ -46,7 +46,7 @@ def test_show_onnx_file_with_input_shape(tmp_path, capsys):
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])
     w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3, 3, 3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8, 8])
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1])
     model = helper.make_model(helper.make_graph([node], "g", [x, w], [y]),
                               opset_imports=[helper.make_opsetid("", 17)])
