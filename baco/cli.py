@@ -29,7 +29,7 @@ def _cmd_workloads_list(args: argparse.Namespace) -> int:
 
 def _cmd_workloads_show(args: argparse.Namespace) -> int:
     from baco.networks import load_network
-    from workloads.onnx_import import parse_input_shapes
+    from workloads import parse_input_shapes
 
     shapes = parse_input_shapes(args.input_shape) if args.input_shape else None
     net = load_network(args.network, input_shapes=shapes)
@@ -58,8 +58,8 @@ def _print_network(net) -> None:
     console.print(table)
     summary = net.summary.to_dict()
     for part in ("layers", "epilogues", "folded", "skipped", "passes"):
-        if summary[part]:
-            items = ", ".join(f"{k}×{v}" for k, v in sorted(summary[part].items()))
+        if any(summary[part].values()):
+            items = ", ".join(f"{k}×{v}" for k, v in sorted(summary[part].items()) if v)
             console.print(f"{part}: {items}", highlight=False)
 
 

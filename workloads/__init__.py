@@ -14,6 +14,8 @@ from workloads.layer import Layer
 from workloads.network import ImportSummary
 from workloads.network import Network
 from workloads.onnx_import import from_onnx
+from workloads.onnx_import import layers_from_onnx
+from workloads.onnx_import import parse_input_shapes
 from workloads.suites import suite
 from workloads.suites import suite_names
 from workloads.zoo import load
@@ -28,6 +30,8 @@ __all__ = [
     "UnsupportedOpError",
     "WorkloadError",
     "from_onnx",
+    "layers_from_onnx",
+    "parse_input_shapes",
     "load",
     "suite",
     "suite_names",

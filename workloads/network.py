@@ -37,8 +37,10 @@ class ImportSummary:
 class Network:
     """Unique layers with repeat counts, plus the original layer order.
 
-    ``order[i]`` is the index into ``layers`` of the i-th layer of the original graph and
-    ``names[i]`` its node name, so ``counts[j] == order.count(j)``.
+    ``order[i]`` is the index into ``layers`` of the i-th layer of the original graph,
+    ``names[i]`` its node name and ``epilogues[i]`` its own epilogue (occurrences of one loop
+    nest may differ there: a bottleneck's last conv takes the residual add, its projection
+    shortcut does not), so ``counts[j] == order.count(j)``.
 
     >>> net = Network.from_layers("toy", [Layer.gemm(M=4, K_red=8, N_out=8)] * 3)
     >>> net.counts, net.total_layers
@@ -50,6 +52,7 @@ class Network:
     counts: tuple[int, ...]
     order: tuple[int, ...]
     names: tuple[str, ...]
+    epilogues: tuple[tuple[str, ...], ...] | None = None
     summary: ImportSummary = dataclasses.field(default_factory=ImportSummary, compare=False)
 
     def __post_init__(self) -> None:
@@ -57,6 +60,12 @@ class Network:
             raise WorkloadError(f"network {self.name!r}: layers and counts differ in length")
         if len(self.order) != len(self.names):
             raise WorkloadError(f"network {self.name!r}: order and names differ in length")
+        if self.epilogues is None:
+            object.__setattr__(self, "epilogues",
+                               tuple(self.layers[j].epilogue for j in self.order))
+        object.__setattr__(self, "epilogues", tuple(tuple(e) for e in self.epilogues))
+        if len(self.epilogues) != len(self.order):
+            raise WorkloadError(f"network {self.name!r}: order and epilogues differ in length")
         if Counter(self.order) != Counter(dict(enumerate(self.counts))):
             raise WorkloadError(f"network {self.name!r}: counts do not match the layer order")
 
@@ -68,16 +77,18 @@ class Network:
         unique: list[Layer] = []
         order: list[int] = []
         names: list[str] = []
+        epilogues: list[tuple[str, ...]] = []
         for layer in layers:
             j = index.setdefault(layer.key(), len(unique))
             if j == len(unique):
                 unique.append(layer)
             order.append(j)
             names.append(layer.name)
+            epilogues.append(layer.epilogue)
         counts = Counter(order)
         return cls(name=name, layers=tuple(unique),
                    counts=tuple(counts[j] for j in range(len(unique))),
-                   order=tuple(order), names=tuple(names),
+                   order=tuple(order), names=tuple(names), epilogues=tuple(epilogues),
                    summary=summary or ImportSummary())
 
     @property
@@ -109,6 +120,7 @@ class Network:
             "layers": [{**layer.to_dict(), "count": c} for layer, c in self],
             "order": list(self.order),
             "names": list(self.names),
+            "epilogues": [list(e) for e in self.epilogues],
             "summary": self.summary.to_dict(),
         }
 
@@ -119,8 +131,9 @@ class Network:
             counts = tuple(int(d["count"]) for d in data["layers"])
             order = tuple(data.get("order") or [j for j, c in enumerate(counts) for _ in range(c)])
             names = tuple(data.get("names") or [layers[j].name for j in order])
+            epilogues = data.get("epilogues")
             summary = ImportSummary(**data.get("summary", {}))
             return cls(name=data["name"], layers=layers, counts=counts, order=order,
-                       names=names, summary=summary)
+                       names=names, epilogues=epilogues, summary=summary)
         except (KeyError, TypeError) as exc:
             raise WorkloadError(f"malformed network record: {exc}") from exc

@@ -98,6 +98,7 @@ def test_network_dedupes_and_keeps_order():
     assert net.counts == (2, 2)
     assert net.order == (0, 1, 0, 1)
     assert net.names == ("a", "b", "a2", "b")
+    assert net.epilogues == ((), (), ("relu",), ())
     assert net.total_layers == 4 and net.unique_layers == 2
     assert net.total_macs == 2 * a.macs + 2 * b.macs
     assert Network.from_dict(net.to_dict()) == net
