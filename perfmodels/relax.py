@@ -1,0 +1,411 @@
+"""Relaxations: the continuous search space the co-design loop descends on.
+
+A `RelaxedPoint` is a pytree of unconstrained reals, one `RelaxedMapping` per layer (stacked
+along a leading axis) and optionally a `RelaxedHardware`. `decode` turns it into the arrays
+the analytical model takes (`perfmodels.analytic.MappingArrays`, `accel.arch.HwParams`), so the
+relaxed and the exact score come from the same `perfmodels.analytic.evaluate`:
+
+* **Tiling factors, in log space, tied to the layer.** For each dim d, the fractions
+  ``softmax(logits[:, d])`` over the slots the template allows (a temporal loop at each level,
+  a spatial fan-out where it may sit) split ``log D_d``: every factor is >= 1 and their product
+  is exactly ``D_d``, whatever the logits (DOSA instead derives the DRAM factor and penalizes
+  factors below 1, reference §A.3).
+* **Loop orders, a soft choice** among candidate orders per level (`CANDIDATE_ORDERS`: DOSA's
+  weight-, input- and output-stationary orders, used at every level; plus the order of the
+  mapping a point was started from), mixed with ``softmax(order_logits)``.
+* **Pipeline stages, continuous** in ``[1, MAX_STAGES]`` through a sigmoid.
+* **Hardware**, three modes (`RelaxSpace.hw_mode`): ``"fixed"`` (a given `HardwareConfig`),
+  ``"free"`` (log PE dims and buffer KiB are variables within `FREE_HW_BOUNDS`; overflow is
+  the caller's penalty, as in `edp_loss`), or
+  ``"min_hw"``: DOSA's minimal hardware that holds every layer's tiles, with a smooth max over
+  layers (``tau * logsumexp(log x / tau)``, which bounds the max from above).
+
+Gradients are finite for every input (the factor split is a softmax, gates are clipped, logs
+see only values >= 1); the tests check this on random points.
+
+>>> import jax
+>>> from accel.arch import HardwareConfig
+>>> from workloads.layer import Layer
+>>> space = RelaxSpace.create(HardwareConfig.preset("gemmini_default"),
+...                           [Layer.conv2d(R=3, S=3, P=14, Q=14, C=256, K=256)],
+...                           hw_mode="min_hw")
+>>> theta = init_random(jax.random.PRNGKey(0), space)
+>>> out = evaluate(theta, space)
+>>> out.metrics.cycles.shape
+(1,)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accel.arch import MAX_STAGES, HardwareConfig, HwParams, Template, hw_env, tensor_bits
+from accel.mapping import Mapping, tile_words
+from perfmodels.analytic import Metrics, evaluate as evaluate_arrays, fast_jit, pack_layer
+from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
+from workloads.errors import ConfigError
+from workloads.layer import DIMS, Layer
+
+_IDX = {d: i for i, d in enumerate(DIMS)}
+
+
+def _order(innermost_first: str) -> np.ndarray:
+    return np.array([_IDX[d] for d in innermost_first], np.int32)
+
+
+CANDIDATE_ORDERS = {
+    # DOSA's three DRAM orders (mapping_driven_hw_search, ranks [4,5,1,2,6,7,3] etc.),
+    # written innermost loop first.
+    "weight_stationary": _order("PQNRSCK"),
+    "input_stationary": _order("KRSPQCN"),
+    "output_stationary": _order("RSCKPQN"),
+}
+HW_MODES = ("fixed", "free", "min_hw")
+FREE_HW_BOUNDS = {"pe": (1.0, 1024.0), "kb": (1.0 / 64.0, 65536.0)}
+"""Range of ``"free"`` hardware (PE rows/columns; buffer KiB): the log variables are clipped
+to it, so no input overflows the model."""
+_LOGIT_FLOOR = -1e9
+_EPS = 1e-12
+
+
+class RelaxedMapping(NamedTuple):
+    """Unconstrained parameters of one layer's mapping (leading axis: layers).
+
+    ``temporal_logits``/``spatial_logits`` ``[level, dim]`` (disallowed slots are ignored),
+    ``order_logits`` ``[level, candidate]``, ``stage_logits`` ``[level]``.
+    """
+
+    temporal_logits: Any
+    spatial_logits: Any
+    order_logits: Any
+    stage_logits: Any
+
+
+class RelaxedHardware(NamedTuple):
+    """Log PE rows/columns and log buffer KiB (``"free"`` mode)."""
+
+    log_pe_rows: Any
+    log_pe_cols: Any
+    log_sp_kb: Any
+    log_acc_kb: Any
+
+
+class RelaxedPoint(NamedTuple):
+    mappings: RelaxedMapping
+    hw: RelaxedHardware | None = None
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["layers", "orders", "rank", "counts", "base"],
+                   meta_fields=["template", "hw_mode", "tau", "base_config"])
+@dataclasses.dataclass(frozen=True)
+class RelaxSpace:
+    """What a `RelaxedPoint` is evaluated against: the layers, their candidate loop orders,
+    repeat counts, and the hardware mode. Arrays are pytree leaves; the template and mode are
+    static (jit retraces only when they change)."""
+
+    layers: LayerArrays          # [B] stacked
+    orders: Any                  # int [B, level, candidate, 7], innermost first
+    rank: Any                    # [B, level, candidate, 7] loop positions of `orders`
+    counts: Any                  # [B] repeats of each layer in the network
+    base: HwParams               # fixed fields (bandwidth, widths) and the "fixed" hardware
+    template: Template
+    hw_mode: str
+    tau: float
+    base_config: HardwareConfig
+
+    @classmethod
+    def create(cls, hw: HardwareConfig, layers: Sequence[Layer],
+               init: Sequence[Mapping] | None = None, counts: Sequence[float] | None = None,
+               hw_mode: str = "min_hw", tau: float = 0.05) -> RelaxSpace:
+        """Build the space for `layers` on `hw`'s template.
+
+        `init` mappings (one per layer) add their own loop orders as candidate 0, so that
+        `from_mappings` can start exactly at them. `tau` is the smooth-max temperature of
+        ``"min_hw"`` (0 gives the hard max).
+        """
+        if hw_mode not in HW_MODES:
+            raise ConfigError(f"relax: hw_mode must be one of {HW_MODES}, got {hw_mode!r}")
+        if not layers:
+            raise ConfigError("relax: no layers")
+        if init is not None and len(init) != len(layers):
+            raise ConfigError(f"relax: {len(init)} init mappings for {len(layers)} layers")
+        if counts is not None and len(counts) != len(layers):
+            raise ConfigError(f"relax: {len(counts)} counts for {len(layers)} layers")
+        template = hw.template_spec
+        n = template.num_levels
+        base_orders = np.stack(list(CANDIDATE_ORDERS.values()))            # [3, 7]
+        orders = []
+        for b in range(len(layers)):
+            per_level = np.broadcast_to(base_orders, (n,) + base_orders.shape)
+            if init is not None:
+                own = init[b].innermost_first_order()[:, None, :]
+                per_level = np.concatenate([own, per_level], axis=1)
+            orders.append(per_level)
+        packed = [pack_layer(x) for x in layers]
+        stacked = LayerArrays(*(np.stack(leaves) for leaves in zip(*packed)))
+        orders = np.stack(orders).astype(np.int32)
+        return cls(layers=stacked, orders=orders, rank=order_rank(orders),
+                   counts=np.asarray(counts if counts is not None else np.ones(len(layers)),
+                                     np.float32),
+                   base=hw.to_params(), template=template, hw_mode=hw_mode, tau=float(tau),
+                   base_config=hw)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.orders.shape[0])
+
+    @property
+    def num_candidates(self) -> int:
+        return int(self.orders.shape[2])
+
+
+class RelaxedEval(NamedTuple):
+    metrics: Metrics               # per layer, [B]
+    hw: HwParams                   # the hardware the layers were scored on
+    mappings: MappingArrays        # decoded, [B]
+
+
+# --------------------------------------------------------------------------- decoding
+def decode_mapping(rm: RelaxedMapping, layer: LayerArrays, rank: Any,
+                   template: Template) -> MappingArrays:
+    """One layer's relaxed parameters as model inputs (factors, soft orders, stages)."""
+    t_mask, s_mask = template.temporal_mask, template.spatial_mask
+    logits = jnp.concatenate([jnp.where(t_mask, rm.temporal_logits, _LOGIT_FLOOR),
+                              jnp.where(s_mask, rm.spatial_logits, _LOGIT_FLOOR)], axis=0)
+    frac = jax.nn.softmax(logits, axis=0)                      # [2L, 7], sums to 1 per dim
+    log_dims = jnp.log(layer.dims)
+    n = template.num_levels
+    log_t = jnp.where(t_mask, frac[:n] * log_dims, 0.0)
+    log_s = jnp.where(s_mask, frac[n:] * log_dims, 0.0)
+    stages = 1.0 + (MAX_STAGES - 1.0) * jax.nn.sigmoid(rm.stage_logits)
+    stages = stages.at[n - 1].set(1.0)
+    return MappingArrays(log_temporal=log_t, log_spatial=log_s, rank=rank,
+                         order_weights=jax.nn.softmax(rm.order_logits, axis=-1), stages=stages)
+
+
+def _smooth_max(x: Any, tau: float, axis: Any = None) -> Any:
+    """Smooth upper bound of ``max(x)`` for positive x (scale-free: works on log x)."""
+    logx = jnp.log(jnp.maximum(x, 1e-30))
+    if tau <= 0:
+        return jnp.exp(jnp.max(logx, axis=axis))
+    return jnp.exp(tau * jax.scipy.special.logsumexp(logx / tau, axis=axis))
+
+
+_SIZE_FIELDS = ("sp_kb", "acc_kb")
+_PE_FIELDS = ("pe_rows", "pe_cols")
+
+
+def _linear_field(expr: Any, fields: tuple[str, ...], where: str) -> str | None:
+    if expr is None:
+        return None
+    found = [f for f in fields if f in expr.names]
+    if len(found) > 1:
+        raise ConfigError(f"{where}: {expr.text!r} depends on {found}; min_hw needs one")
+    return found[0] if found else None
+
+
+def _check_proportional(expr: Any, field: str, where: str) -> None:
+    """min_hw inverts ``value = field * unit``; refuse expressions that are not."""
+    probe = {name: 3.0 for name in expr.names}
+    one = float(expr.evaluate({**probe, field: 1.0}, np))
+    two = float(expr.evaluate({**probe, field: 2.0}, np))
+    if not np.isclose(two, 2.0 * one):
+        raise ConfigError(f"{where}: {expr.text!r} must be proportional to {field} for min_hw")
+
+
+def _with(hwp: HwParams, **fields: Any) -> HwParams:
+    return hwp._replace(**{k: jnp.asarray(v, jnp.float32) for k, v in fields.items()})
+
+
+def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: MappingArrays,
+             tau: float) -> HwParams:
+    """DOSA's ``min_hw``: the smallest PE array and buffers that hold every layer's tiles.
+
+    PE rows/columns come from the largest spatial fan-out at the levels whose ``fanout``
+    expression names them (one ``pe_dim`` if the template is square, floored at 1); buffer
+    sizes from the largest footprint (tile x stages) at the levels whose ``capacity_kb``
+    names ``sp_kb`` or ``acc_kb``, inverted through that (linear) expression. `tau` = 0 gives
+    the hard max, > 0 the smooth one. Levels whose capacity is fixed are not resized.
+    """
+    fan = jnp.exp(maps.log_spatial.sum(-1))                              # [B, L]
+    need_pe: dict[str, list[Any]] = {f: [] for f in _PE_FIELDS}
+    for l, lv in enumerate(template.levels):
+        field = _linear_field(lv.fanout, _PE_FIELDS, f"template {template.name}: {lv.name}")
+        if field is not None:
+            _check_proportional(lv.fanout, field, f"template {template.name}: {lv.name}")
+            unit = lv.fanout.evaluate({**hw_env(template, base), field: 1.0})
+            need_pe[field].append(fan[:, l] / unit)
+    pe = {}
+    for field in _PE_FIELDS:
+        if need_pe[field]:
+            pe[field] = _smooth_max(jnp.stack(need_pe[field]), tau)
+        else:
+            pe[field] = getattr(base, field)
+    if template.square_array:
+        dim = _smooth_max(jnp.stack([pe["pe_rows"], pe["pe_cols"]]), tau)
+        pe = {"pe_rows": dim, "pe_cols": dim}
+    pe = {k: jnp.maximum(v, 1.0) for k, v in pe.items()}
+    hwp = _with(base, **pe)
+
+    log_ext = jnp.cumsum(maps.log_temporal + maps.log_spatial, axis=1)     # [B, L, 7]
+    words = tile_words(log_ext, layers.stride, layers.dilation, jnp)      # [B, L, 3]
+    bits = tensor_bits(hwp)
+    kb = (jnp.where(jnp.asarray(template.keeps_mask), words, 0.0) * bits).sum(-1) / 8192.0
+    kb = kb * maps.stages                                                 # [B, L]
+    sizes: dict[str, Any] = {}
+    for l, lv in enumerate(template.levels[:-1]):
+        field = _linear_field(lv.capacity_kb, _SIZE_FIELDS,
+                              f"template {template.name}: {lv.name}")
+        if field is None:
+            continue
+        _check_proportional(lv.capacity_kb, field, f"template {template.name}: {lv.name}")
+        unit = lv.capacity_kb.evaluate({**hw_env(template, hwp), field: 1.0})
+        value = _smooth_max(kb[:, l], tau) / unit
+        sizes[field] = jnp.maximum(sizes[field], value) if field in sizes else value
+    return _with(hwp, **sizes)
+
+
+def decode(theta: RelaxedPoint, space: RelaxSpace) -> tuple[MappingArrays, HwParams]:
+    """Model inputs for every layer, and the hardware they run on."""
+    template = space.template
+    maps = jax.vmap(lambda rm, layer, rank: decode_mapping(rm, layer, rank, template))(
+        theta.mappings, space.layers, space.rank)
+    if space.hw_mode == "fixed":
+        hwp = space.base
+    elif space.hw_mode == "free":
+        if theta.hw is None:
+            raise ConfigError("relax: hw_mode 'free' needs RelaxedPoint.hw")
+        h = theta.hw
+
+        def bounded(x: Any, kind: str) -> Any:
+            lo, hi = FREE_HW_BOUNDS[kind]
+            return jnp.exp(jnp.clip(x, np.log(lo), np.log(hi)))
+
+        rows = bounded(h.log_pe_rows, "pe")
+        cols = rows if template.square_array else bounded(h.log_pe_cols, "pe")
+        hwp = _with(space.base, pe_rows=rows, pe_cols=cols, sp_kb=bounded(h.log_sp_kb, "kb"),
+                    acc_kb=bounded(h.log_acc_kb, "kb"))
+    else:
+        hwp = infer_hw(template, space.base, space.layers, maps, space.tau)
+    return maps, hwp
+
+
+def evaluate(theta: RelaxedPoint, space: RelaxSpace) -> RelaxedEval:
+    """Score every layer of the space at `theta` (vmapped; jit it with the space as an arg)."""
+    maps, hwp = decode(theta, space)
+    template = space.template
+    metrics = jax.vmap(lambda layer, m: evaluate_arrays(template, layer, hwp, m))(
+        space.layers, maps)
+    return RelaxedEval(metrics=metrics, hw=hwp, mappings=maps)
+
+
+def network_totals(out: RelaxedEval, space: RelaxSpace) -> tuple[Any, Any]:
+    """Whole-network cycles and pJ: per-layer values times repeat counts, summed."""
+    return ((out.metrics.cycles * space.counts).sum(),
+            (out.metrics.energy_pj * space.counts).sum())
+
+
+def edp_loss(theta: RelaxedPoint, space: RelaxSpace, penalty: float = 10.0) -> Any:
+    """``log(total cycles) + log(total pJ)`` (DOSA's EDP objective, in logs) plus
+    ``penalty * (overflow + fan-out excess)`` summed over layers (0 in ``"min_hw"`` mode
+    except for levels of fixed size)."""
+    out = evaluate(theta, space)
+    cycles, energy_pj = network_totals(out, space)
+    infeasible = (out.metrics.overflow + out.metrics.fanout_excess).sum()
+    return jnp.log(cycles) + jnp.log(energy_pj) + penalty * infeasible
+
+
+edp_loss_and_grad = fast_jit(jax.value_and_grad(edp_loss), static_argnames=("penalty",))
+"""Jitted ``(loss, d loss / d theta)`` of `edp_loss`, compiled with the model's XLA options."""
+
+evaluate_jit = fast_jit(evaluate)
+"""Jitted `evaluate`."""
+
+
+# --------------------------------------------------------------------------- initialization
+def _logit(p: Any) -> Any:
+    p = np.clip(p, 1e-7, 1 - 1e-7)
+    return np.log(p) - np.log1p(-p)
+
+
+def from_mappings(space: RelaxSpace, mappings: Sequence[Mapping],
+                  sharpness: float = 30.0) -> RelaxedPoint:
+    """The point that decodes to these discrete mappings (to float precision).
+
+    The space must have been created with ``init=mappings`` (candidate 0 is each mapping's
+    order); `sharpness` is the logit margin that makes that candidate's weight ~1.
+    """
+    if len(mappings) != space.num_layers:
+        raise ConfigError(f"relax: {len(mappings)} mappings for {space.num_layers} layers")
+    t_mask, s_mask = space.template.temporal_mask, space.template.spatial_mask
+    n = space.template.num_levels
+    out = []
+    for b, m in enumerate(mappings):
+        if not np.array_equal(m.innermost_first_order(), space.orders[b, :, 0]):
+            raise ConfigError(f"relax: layer {b}: create the space with init=mappings so its "
+                              "order is a candidate")
+        dims = np.asarray(space.layers.dims[b], np.float64)
+        log_dims = np.log(dims)
+        lt = np.log(m.temporal.astype(np.float64))
+        ls = np.log(m.spatial.astype(np.float64))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ft = np.where(log_dims > 0, lt / log_dims, 0.0)
+            fs = np.where(log_dims > 0, ls / log_dims, 0.0)
+        t_logits = np.where(t_mask, np.log(ft + _EPS), 0.0)
+        s_logits = np.where(s_mask, np.log(fs + _EPS), 0.0)
+        order_logits = np.zeros((n, space.num_candidates))
+        order_logits[:, 0] = sharpness
+        stage_logits = _logit((m.stages.astype(np.float64) - 1.0) / (MAX_STAGES - 1.0))
+        out.append(RelaxedMapping(t_logits.astype(np.float32), s_logits.astype(np.float32),
+                                  order_logits.astype(np.float32),
+                                  stage_logits.astype(np.float32)))
+    stacked = RelaxedMapping(*(np.stack(leaves) for leaves in zip(*out)))
+    return RelaxedPoint(mappings=stacked, hw=_hw_point(space))
+
+
+def _hw_point(space: RelaxSpace) -> RelaxedHardware | None:
+    if space.hw_mode != "free":
+        return None
+    b = space.base
+    return RelaxedHardware(*(np.log(np.asarray(x, np.float32))
+                             for x in (b.pe_rows, b.pe_cols, b.sp_kb, b.acc_kb)))
+
+
+def init_random(key: Any, space: RelaxSpace, scale: float = 1.0,
+                stages: float = 2.0) -> RelaxedPoint:
+    """Random logits (normal, `scale`), uniform order weights, `stages` everywhere."""
+    n = space.template.num_levels
+    k1, k2 = jax.random.split(key)
+    shape = (space.num_layers, n, len(DIMS))
+    stage = float(_logit((stages - 1.0) / (MAX_STAGES - 1.0)))
+    mappings = RelaxedMapping(
+        temporal_logits=scale * jax.random.normal(k1, shape),
+        spatial_logits=scale * jax.random.normal(k2, shape),
+        order_logits=jnp.zeros((space.num_layers, n, space.num_candidates), jnp.float32),
+        stage_logits=jnp.full((space.num_layers, n), stage, jnp.float32),
+    )
+    return RelaxedPoint(mappings=mappings, hw=_hw_point(space))
+
+
+def min_hw(hw: HardwareConfig, layers: Sequence[Layer], mappings: Sequence[Mapping]
+           ) -> HardwareConfig:
+    """The smallest `hw`-like config (PE dims and KiB rounded up) holding every mapping.
+
+    DOSA's ``min_hw`` with ``grad=False`` (hard max, ``ceil``), for discrete mappings.
+    """
+    from perfmodels.analytic import stack_layers, stack_mappings
+    template = hw.template_spec
+    hwp = infer_hw(template, hw.to_params(), stack_layers(layers), stack_mappings(mappings), 0.0)
+    return dataclasses.replace(
+        hw, pe_rows=int(np.ceil(float(hwp.pe_rows) - 1e-4)),
+        pe_cols=int(np.ceil(float(hwp.pe_cols) - 1e-4)),
+        sp_kb=float(max(1.0, np.ceil(float(hwp.sp_kb) - 1e-4))),
+        acc_kb=float(max(1.0, np.ceil(float(hwp.acc_kb) - 1e-4))), name=f"min_hw({hw.name})")

@@ -1,0 +1,134 @@
+"""Relaxations: agreement with the exact model at integer points, finite gradients, min_hw."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accel.arch import MAX_STAGES, HardwareConfig
+from accel.mapping import Mapping
+from perfmodels import relax
+from perfmodels.analytic import exact_batch, fast_jit
+from workloads.errors import ConfigError
+from workloads.layer import Layer
+
+HW = HardwareConfig.preset("gemmini_default")
+decode = fast_jit(relax.decode)
+LAYERS = [Layer.conv2d(R=3, S=3, P=14, Q=14, C=64, K=128, Hstride=2, Wstride=2),
+          Layer.conv2d(R=1, S=1, P=28, Q=28, C=256, K=64),
+          Layer.gemm(M=128, K_red=768, N_out=96),
+          Layer.conv2d(R=7, S=7, P=56, Q=56, C=3, K=64, Hstride=2, Wstride=2)]
+
+
+def _finite(tree) -> bool:
+    return all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(tree))
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), preset=st.sampled_from(["gemmini_default", "eyeriss"]))
+def test_relaxed_equals_exact_at_integer_points(seed, preset):
+    """Decoding the point of a discrete mapping reproduces its factors, and the relaxed
+    evaluation (soft orders over 4 candidates, continuous stages) its exact score."""
+    hw = HardwareConfig.preset(preset)
+    rng = np.random.default_rng(seed)
+    maps = [Mapping.random(x, hw, rng, stages=int(rng.integers(1, 3))) for x in LAYERS]
+    space = relax.RelaxSpace.create(hw, LAYERS, init=maps, hw_mode="fixed")
+    theta = relax.from_mappings(space, maps)
+    decoded, _ = decode(theta, space)
+    np.testing.assert_allclose(np.exp(decoded.log_temporal), np.stack([m.temporal for m in maps]),
+                               rtol=1e-4)
+    np.testing.assert_allclose(np.exp(decoded.log_spatial), np.stack([m.spatial for m in maps]),
+                               rtol=1e-4)
+    np.testing.assert_allclose(decoded.stages, np.stack([m.stages for m in maps]), rtol=1e-5)
+    out = relax.evaluate_jit(theta, space).metrics
+    ref = exact_batch(LAYERS, hw, maps)
+    np.testing.assert_allclose(out.cycles, ref.cycles, rtol=2e-3)
+    np.testing.assert_allclose(out.energy_pj, ref.energy_pj, rtol=2e-3)
+
+
+@pytest.mark.parametrize("mode", ["fixed", "free", "min_hw"])
+def test_gradients_are_finite_everywhere(mode):
+    space = relax.RelaxSpace.create(HW, LAYERS, hw_mode=mode)
+    for scale in (0.0, 1.0, 30.0):
+        theta = relax.init_random(jax.random.PRNGKey(int(scale)), space, scale=scale)
+        value, grad = relax.edp_loss_and_grad(theta, space)
+        assert np.isfinite(float(value)) and _finite(grad)
+    # extreme logits everywhere: saturated softmaxes, stages at their bounds, huge hardware
+    theta = relax.init_random(jax.random.PRNGKey(7), space)
+    big = jax.tree_util.tree_map(lambda x: jnp.sign(x + 0.1) * 80.0, theta)
+    value, grad = relax.edp_loss_and_grad(big, space)
+    assert np.isfinite(float(value)) and _finite(grad)
+
+
+def test_decoded_factors_always_multiply_to_the_layer():
+    space = relax.RelaxSpace.create(HW, LAYERS, hw_mode="min_hw")
+    theta = relax.init_random(jax.random.PRNGKey(3), space, scale=4.0)
+    maps, hwp = decode(theta, space)
+    logs = np.asarray(maps.log_temporal).sum(1) + np.asarray(maps.log_spatial).sum(1)
+    np.testing.assert_allclose(logs, np.log(space.layers.dims), rtol=1e-5, atol=1e-5)
+    assert np.all(np.asarray(maps.log_temporal) >= 0) and np.all(np.asarray(maps.log_spatial) >= 0)
+    template = HW.template_spec
+    assert np.all(np.asarray(maps.log_spatial)[:, ~template.spatial_mask] == 0)
+    assert np.all(np.asarray(maps.log_temporal)[:, ~template.temporal_mask] == 0)
+    stages = np.asarray(maps.stages)
+    assert np.all((stages >= 1) & (stages <= MAX_STAGES)) and np.all(stages[:, -1] == 1)
+    np.testing.assert_allclose(np.asarray(maps.order_weights).sum(-1), 1, rtol=1e-6)
+    assert float(hwp.pe_rows) == float(hwp.pe_cols) >= 1        # Gemmini is square
+
+
+def test_min_hw_holds_every_layer():
+    rng = np.random.default_rng(5)
+    maps = [Mapping.random(x, HW, rng) for x in LAYERS]
+    small = relax.min_hw(HW, LAYERS, maps)
+    for layer, m in zip(LAYERS, maps):
+        m.validate(layer, small)
+    # and it is minimal: one KiB less scratchpad or accumulator, or one PE less, breaks one
+    for field, step in (("sp_kb", 1.0), ("acc_kb", 1.0), ("pe_rows", 1)):
+        value = getattr(small, field) - step
+        if value <= 0:
+            continue
+        smaller = small.__class__(**{**small.to_dict(), field: value,
+                                     **({"pe_cols": value} if field == "pe_rows" else {})})
+        assert not all(m.fits(x, smaller) for x, m in zip(LAYERS, maps)), field
+    # the smooth max bounds the hard one from above, and tends to it as tau -> 0
+    space = relax.RelaxSpace.create(HW, LAYERS, init=maps, hw_mode="min_hw", tau=0.05)
+    theta = relax.from_mappings(space, maps)
+    _, smooth = decode(theta, space)
+    hard_space = relax.RelaxSpace.create(HW, LAYERS, init=maps, hw_mode="min_hw", tau=0.0)
+    _, hard = decode(theta, hard_space)
+    assert float(smooth.sp_kb) >= float(hard.sp_kb) * (1 - 1e-5)
+    assert float(smooth.sp_kb) <= float(hard.sp_kb) * len(LAYERS) ** 0.05 * (1 + 1e-5)
+    assert float(hard.sp_kb) <= small.sp_kb <= float(hard.sp_kb) + 1
+
+
+def test_descent_lowers_the_network_edp():
+    space = relax.RelaxSpace.create(HW, LAYERS, counts=[3, 1, 2, 1], hw_mode="min_hw")
+    theta = relax.init_random(jax.random.PRNGKey(0), space)
+    opt = optax.adam(0.1)
+    state = opt.init(theta)
+    first, _ = relax.edp_loss_and_grad(theta, space)
+    for _ in range(30):
+        _, grad = relax.edp_loss_and_grad(theta, space)
+        updates, state = opt.update(grad, state, theta)
+        theta = optax.apply_updates(theta, updates)
+    last, _ = relax.edp_loss_and_grad(theta, space)
+    assert float(last) < float(first) - 0.5
+
+
+def test_space_errors():
+    with pytest.raises(ConfigError, match="hw_mode"):
+        relax.RelaxSpace.create(HW, LAYERS, hw_mode="loose")
+    space = relax.RelaxSpace.create(HW, LAYERS, hw_mode="fixed")
+    rng = np.random.default_rng(0)
+    maps = [Mapping.random(x, HW, rng) for x in LAYERS]
+    with pytest.raises(ConfigError, match="init=mappings"):
+        relax.from_mappings(space, maps)
+    free = relax.RelaxSpace.create(HW, LAYERS, hw_mode="free")
+    theta = relax.init_random(jax.random.PRNGKey(0), free)._replace(hw=None)
+    with pytest.raises(ConfigError, match="needs RelaxedPoint.hw"):
+        relax.evaluate(theta, free)
