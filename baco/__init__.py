@@ -11,8 +11,13 @@ packages below ``baco`` never pull in the search code.
 import importlib
 
 _EXPORTS = {
+    "CodesignConfig": ("baco.config", "CodesignConfig"),
+    "CodesignResult": ("baco.result", "CodesignResult"),
+    "ExperimentConfig": ("baco.config", "ExperimentConfig"),
+    "codesign": ("baco.codesign", None),        # a callable module: baco.codesign(network, ...)
     "errors": ("baco.errors", None),
     "load_network": ("baco.networks", "load_network"),
+    "run_experiment": ("baco.run", "run_experiment"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -77,6 +77,12 @@ def _cmd_validate_timeloop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from baco.run import main_run
+
+    return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="baco", description="Co-design a DNN accelerator and its programs.")
@@ -93,6 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
                    help="static shape for a graph input with dynamic dims (repeatable)")
     p.set_defaults(func=_cmd_workloads_show)
+
+    p = commands.add_parser("run", help="co-design a network and run its baselines",
+                            description="Run the experiment of CONFIG.yaml: the co-design and "
+                            "the baselines it lists; write DIR/config.yaml, DIR/results.json "
+                            "and DIR/history.csv.")
+    p.add_argument("config", metavar="CONFIG.yaml", help="experiment config, e.g. "
+                   "experiments/configs/resnet50.yaml")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: the config's output, "
+                   "else experiments/results/NAME)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from DIR/checkpoint/ to the same final result")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_cmd_run)
 
     va = commands.add_parser("validate", help="check the models against measurements")
     va = va.add_subparsers(dest="against", required=True, metavar="DATA")
@@ -111,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split())
         print(f"baco: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        if args.command == "run":
+            print("baco: interrupted; rerun with --resume to continue from the checkpoint",
+                  file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

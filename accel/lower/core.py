@@ -1,0 +1,205 @@
+"""`lower`: one layer, its mapping and a hardware point become a Gemmini instruction trace."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from accel.arch import HardwareConfig
+from accel.isa import IsaParams
+from accel.lower.coverage import (
+    check_coverage,
+    check_matching,
+    check_tile_coverage,
+    matching_matrices,
+)
+from accel.lower.emit import LowerStats
+from accel.lower.layout import DramLayout, input_hw, output_shape
+from accel.lower.nest import C, K, N, Nest, P, Q, R, S, padded_layer
+from accel.lower.ws import Allocation, Epilogue, lower_ws, needs_partial
+from accel.mapping import Mapping
+from accel.trace import Trace
+from workloads.errors import ConfigError, TraceError, UnsupportedOpError
+from workloads.layer import Layer
+
+EPILOGUE_OPS = ("bias", "add", "relu")
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowered:
+    """A lowered layer: the trace, where its tensors live, what it allocates, what it does."""
+
+    trace: Trace
+    layout: DramLayout
+    alloc: Allocation
+    stats: LowerStats
+    layer: Layer
+    mapping: Mapping
+    hw: HardwareConfig
+    epilogue: Epilogue
+    dataflow: str = "ws"
+    macro: bool = False
+    steps: tuple = dataclasses.field(default=(), repr=False, compare=False)
+
+    @property
+    def params(self) -> IsaParams:
+        return IsaParams.from_hardware(self.hw)
+
+    def compute_blocks(self) -> np.ndarray:
+        """What each compute instruction covers, in trace order (unrolled form only).
+
+        ``[computes, 11]`` int64 columns: group, then the global N, P, Q of its first row, its
+        k-block and c-block (``Ks``/``Cs`` wide), R, S, and its rows, input and output
+        channels (``a_cols``, ``bd_cols``).
+        """
+        if self.macro:
+            raise ConfigError("compute_blocks: the loop_ws form leaves computes to the FSM")
+        nest = Nest(self.layer, self.mapping, self.params.dim)
+        out = []
+        for step in self.steps:
+            for rec in step.template.records:
+                glob = rec.outer_index + step.origin
+                first = rec.pixels[0] + step.origin[[N, P, Q]]
+                out.append([step.group, *first.tolist(), glob[K] // nest.ks,
+                            glob[C] // nest.cs, glob[R], glob[S], len(rec.pixels), rec.ccols,
+                            rec.kcols])
+        return np.array(out, np.int64).reshape(-1, 11)
+
+
+def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0,
+                   full_output: bool = False) -> Epilogue:
+    """An `Epilogue` from epilogue op names (``"bias"``, ``"add"``, ``"relu"``).
+
+    bias and add happen in the accumulator, relu at the final mvout, so relu must come last;
+    anything else raises `UnsupportedOpError`.
+    """
+    ops = tuple(ops)
+    for op in ops:
+        if op not in EPILOGUE_OPS:
+            raise UnsupportedOpError(
+                f"epilogue op {op!r} cannot be lowered (supported: {', '.join(EPILOGUE_OPS)}); "
+                "pass epilogue=... to lower the layer without it")
+    if len(set(ops)) != len(ops):
+        raise UnsupportedOpError(f"epilogue {ops} repeats an op")
+    if "relu" in ops and ops[-1] != "relu":
+        raise UnsupportedOpError(f"epilogue {ops}: relu is applied on the final mvout, so it "
+                                 "must be the last op")
+    if full_output and ("relu" in ops or acc_scale != 1.0):
+        raise ConfigError("full_output reads the accumulator at int32 without scaling or "
+                          "activation; drop relu and acc_scale")
+    if not acc_scale > 0:
+        raise ConfigError(f"acc_scale must be positive, got {acc_scale}")
+    return Epilogue(bias="bias" in ops, residual="add" in ops, relu="relu" in ops,
+                    acc_scale=float(acc_scale), full_output=bool(full_output))
+
+
+def _check_layout(layout: DramLayout, layer: Layer, epi: Epilogue, partial: bool,
+                  dim: int) -> None:
+    h, w = input_hw(layer)
+    gc, gk = layer.groups * layer.C, layer.groups * layer.K
+    want = {"zeros": None, "input": ((layer.N, h, w, gc), "int8"),
+            "weight": ((layer.groups, layer.R, layer.S, layer.C, layer.K), "int8"),
+            "output": (output_shape(layer), "int32" if epi.full_output else "int8")}
+    if epi.bias:
+        want["bias"] = ((gk,), "int32")
+    if epi.residual:
+        want["residual"] = (output_shape(layer), "int8")
+    if partial:
+        want["partial"] = (output_shape(layer), "int32")
+    for name, spec in want.items():
+        if name not in layout:
+            raise ConfigError(f"DRAM layout: missing tensor {name!r} (this lowering needs "
+                              f"{sorted(want)})")
+        t = layout[name]
+        if spec is not None and (t.shape, t.dtype) != spec:
+            raise ConfigError(f"DRAM layout: tensor {name!r} is {t.shape} {t.dtype}; expected "
+                              f"{spec[0]} {spec[1]}")
+    zeros = layout["zeros"]
+    if zeros.offset_bytes != 0 or zeros.nbytes < dim * gc + 64:
+        raise ConfigError(f"DRAM layout: the zero region must start at address 0 and hold at "
+                          f"least {dim * gc + 64} bytes")
+
+
+def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str = "ws",
+          layout: DramLayout | None = None, macro: bool = False,
+          epilogue: Sequence[str] | None = None, acc_scale: float = 1.0,
+          full_output: bool = False, check: bool = True) -> Lowered:
+    """Lower one layer with one mapping on one Gemmini-like hardware point to a trace.
+
+    Args:
+        layer: a gemm, gemv, conv1d, conv2d or conv_transpose `Layer` (groups allowed).
+        mapping: its program; factors may cover more than the layer (trailing tiles are
+            padded), and must fit `hw` (`Mapping.validate` on the padded layer).
+        hw: a square-array `HardwareConfig` (DIM = ``pe_rows``).
+        dataflow: ``"ws"`` (weight stationary).
+        layout: where the tensors live in DRAM; default `DramLayout.for_layer`.
+        macro: emit GEMMs as ``loop_ws`` CISC groups instead of the unrolled sequence.
+        epilogue: epilogue ops; default the layer's (``"bias"``, ``"add"``, ``"relu"``).
+        acc_scale: the float scale applied to the accumulator on the final mvout.
+        full_output: write int32 outputs (no scale, no activation) instead of int8.
+        check: run the coverage check and `Trace.validate` (off only for bulk runs).
+
+    Returns:
+        A `Lowered` with the trace, DRAM layout, allocation and statistics.
+
+    Raises:
+        InfeasibleError: the mapping does not fit, or a tile overflows the scratchpad or
+            accumulator (the message names the buffer, rows needed and rows available).
+        UnsupportedOpError: an epilogue op that cannot be lowered.
+
+    >>> from accel.arch import HardwareConfig
+    >>> hw = HardwareConfig(pe_rows=4, pe_cols=4, sp_kb=4, acc_kb=4)
+    >>> layer = Layer.gemm(M=8, K_red=8, N_out=8)
+    >>> m = Mapping.from_timeloop("L3[WIO] K2 C2 - L2[WI] K4X - L1[O] C4X - L0[W] P8", stages=1)
+    >>> low = lower(layer, m, hw)
+    >>> low.stats.computes, low.stats.macs == low.stats.block_macs
+    (8, True)
+    """
+    if dataflow.lower() != "ws":
+        raise ConfigError(f"dataflow {dataflow!r}: lowering emits weight-stationary programs "
+                          "('ws')")
+    params = IsaParams.from_hardware(hw)
+    padded = padded_layer(layer, mapping)
+    mapping.validate(padded, hw)
+    nest = Nest(layer, mapping, params.dim)
+    if check:
+        ok, why = check_matching(*matching_matrices(*nest.matching(macro)))
+        if not ok:
+            raise TraceError(f"instruction matching is invalid: {why}")
+    ops = layer.epilogue if epilogue is None else epilogue
+    epi = parse_epilogue(ops, acc_scale=acc_scale, full_output=full_output)
+    if macro:
+        from accel.lower.macro import lower_loop_ws, macro_needs_partial
+        partial = macro_needs_partial(nest)
+    else:
+        partial = needs_partial(nest)
+    if layout is None:
+        layout = DramLayout.for_layer(layer, dim=params.dim, bias=epi.bias,
+                                      residual=epi.residual, partial=partial,
+                                      full_output=epi.full_output)
+    _check_layout(layout, layer, epi, partial, params.dim)
+    if macro:
+        result = lower_loop_ws(nest, params, layout, epi)
+    else:
+        result = lower_ws(nest, params, layout, epi)
+    em = result.emitter
+    trace = Trace(em.out)
+    if check:
+        if macro:
+            check_tile_coverage(layer, result.tiles)
+        else:
+            check_coverage(layer, nest.cs, nest.ks, result.steps, trace)
+        trace.validate(params)
+    stats = LowerStats(
+        instructions=em.counts(), computes=em.computes, preloads=em.preloads,
+        macs=layer.macs, block_macs=em.block_macs, array_macs=em.array_macs,
+        dram_read_bytes=em.dram_read_bytes, dram_write_bytes=em.dram_write_bytes,
+        weight_tile_loads=result.weight_tile_loads, input_tile_loads=result.input_tile_loads,
+        output_tile_visits=result.output_tile_visits, partial_spills=result.partial_spills)
+    return Lowered(trace, layout, result.alloc, stats, layer, mapping, hw, epi, "ws", macro,
+                   tuple(result.steps))
+
+
+__all__ = ["EPILOGUE_OPS", "Lowered", "lower", "parse_epilogue"]

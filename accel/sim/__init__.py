@@ -1,0 +1,50 @@
+"""accel.sim: a JAX simulator of Gemmini-like traces (functional + timing).
+
+`run` executes a `Trace` on a DRAM image (`DramImage`, or a byte array) with Gemmini's
+semantics and returns the final DRAM and the cycles of the timing model (`TimingTable`, one
+table of constants); `run_batch` vmaps several traces. Modules: `decode` (trace -> arrays,
+checks), `functional` and `timing` (the scan step), `engine` (compilation and runs), `cisc`
+(``loop_ws`` expansion), `pe_array` (the cycle-level array that checks the fast path),
+`programs` and `reference` (hand-written traces and numpy answers), `rtl` (validation against
+Gemmini RTL measurements).
+
+>>> import numpy as np
+>>> from accel.arch import HardwareConfig
+>>> from accel.isa import Instruction, LocalAddr
+>>> from accel.trace import Trace
+>>> image = DramImage()
+>>> a = image.add("A", np.eye(16, dtype=np.int8))
+>>> c = image.reserve("C", (16, 16), np.int8)
+>>> trace = Trace([
+...     Instruction.config_ld(16), Instruction.mvin(a, 0, 16, 16),
+...     Instruction.preload(0, LocalAddr.accumulator(0), 16, 16, 16, 16),
+...     Instruction.compute_preloaded(0, LocalAddr.garbage(), 16, 16, 16, 16),
+...     Instruction.config_st(16), Instruction.mvout(c, LocalAddr.accumulator(0), 16, 16)])
+>>> result = run(trace, HardwareConfig.preset("gemmini_default"), image)
+>>> bool((result.read("C") == np.eye(16)).all()), result.cycles > 0
+(True, True)
+"""
+
+from accel.sim.decode import DecodedTrace
+from accel.sim.decode import decode
+from accel.sim.engine import SimResult
+from accel.sim.engine import run
+from accel.sim.engine import run_batch
+from accel.sim.memory import DramImage
+from accel.sim.rtl import RtlModel
+from accel.sim.rtl import validate_rtl_sim
+from accel.sim.state import SimState
+from accel.sim.timing import TimingTable
+
+__all__ = [
+    "DecodedTrace",
+    "DramImage",
+    "RtlModel",
+    "SimResult",
+    "SimState",
+    "TimingTable",
+    "decode",
+    "run",
+    "run_batch",
+    "validate_rtl_sim",
+]

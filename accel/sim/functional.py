@@ -1,0 +1,315 @@
+"""What each instruction does to DRAM, the scratchpad and the accumulator (Gemmini semantics).
+
+One branch-free `step` per instruction: every path is computed and masked by the instruction's
+kind, so the scan body is a single straight-line program that XLA compiles once. Memories carry
+one extra "sink" row (DRAM: byte) that masked gathers read and masked scatters write, so no
+index is ever clamped onto real data.
+
+Semantics (``ExecuteController.scala``, ``AccumulatorScale.scala``, ``Configs.scala``):
+
+* mvin: DRAM rows ``dram + r * stride`` (stride from ``config_ld``), ``cols`` elements each,
+  into ``ceil(cols / DIM)`` blocks of DIM columns at local rows ``row + b * block_stride + r``.
+  int8 into the scratchpad, multiplied by the ``config_ld`` scale (float32, round to nearest
+  even, saturate to int8; identity at 1.0); int32 into the accumulator (int8 sign-extended if
+  ``shrunk``), unscaled (``mvin_scale_acc_args = None``), added to the old value if the
+  address has the accumulate bit. Columns beyond ``cols`` are left untouched.
+* mvout: local rows (blocks DIM rows apart) to DRAM rows ``dram + r * stride``. From the
+  accumulator: ``float32(x) * acc_scale`` rounded to nearest even, saturated to int8, then
+  ReLU if ``config_st`` says so; with the full-width bit, the int32 values themselves.
+* preload / compute, weight-stationary: the preload reads B (``bd_rows x bd_cols``, zero
+  elsewhere; the garbage address is the zero matrix) into the array's shadow weights, a
+  compute_preloaded makes them current, a compute_accumulated reuses the current ones. The
+  compute reads A (rows ``a + r * a_stride``) and D (its ``bd`` operand, zero if garbage) and
+  produces ``C = A @ W + D`` in int32, written to the C rows of its preload (rows
+  ``c + r * c_stride``): into the accumulator (added with the accumulate bit) or, saturated to
+  int8 and ReLU'd per ``config_ex``, into the scratchpad. A transpose flag transposes the
+  operand block as stored.
+* output-stationary: the preload reads D into the array's accumulators, compute_preloaded adds
+  ``A @ B`` to it, compute_accumulated keeps adding; the array's value, shifted right by
+  ``sys_shift`` with round-to-nearest-even, is written to the C of the preload that started the
+  accumulation (rewritten after every compute, so the last write holds the full sum).
+* Operands read from the accumulator (``ex_read_from_acc``) pass through ``config_ex``'s scale
+  and activation to int8, as the hardware's read path does.
+* Reading a DRAM byte, scratchpad or accumulator element that was never written (DRAM: not
+  initialized by the caller and never stored to) records the instruction's index; `run` raises
+  `TraceError` for the first one after the scan.
+
+The array's partial sums are modelled as int32 (Gemmini's default mesh output type is 20
+bits, which a 16x16 array of int8 products never overflows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+from jax import lax
+
+from accel.sim.decode import COL, FCOL, Op
+
+# Error codes: which read touched never-written memory, and the field to name.
+ERROR_FIELDS = {1: "dram", 2: "sp", 3: "sp", 4: "a", 5: "bd", 6: "c"}
+ERROR_DETAILS = {
+    1: "mvin reads DRAM bytes that were never initialized or stored to",
+    2: "mvin accumulates onto accumulator rows that were never written",
+    3: "mvout reads scratchpad/accumulator elements that were never written",
+    4: "the compute reads A elements that were never written",
+    5: "the preload/compute reads B/D elements that were never written",
+    6: "the compute accumulates onto accumulator rows that were never written",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FuncStatic:
+    """Shapes and optional paths one compiled functional step depends on."""
+
+    dim: int
+    sp_rows: int
+    acc_rows: int
+    dram_len: int  # DRAM bytes including the sink byte at the end
+    max_blocks: int
+    row_bytes: int
+    uses_os: bool
+    reads_acc: bool
+
+    @property
+    def dram_sink(self) -> int:
+        return self.dram_len - 1
+
+
+def scale_to_int8(x, scale, relu):
+    """Gemmini's accumulator scaling: float32 multiply, round half to even, saturate, ReLU."""
+    y = jnp.round(x.astype(jnp.float32) * scale)
+    y = jnp.clip(y, -128.0, 127.0)
+    y = jnp.where(relu, jnp.maximum(y, 0.0), y)
+    return y.astype(jnp.int32)
+
+
+def rounding_shift(x, shift):
+    """``x >> shift`` rounded to nearest, ties to even (Gemmini's SInt ``>>``)."""
+    s = jnp.clip(shift, 0, 31)
+    floor = x >> s
+    rem = x - (floor << s)
+    half = jnp.where(s > 0, jnp.left_shift(jnp.int32(1), jnp.maximum(s - 1, 0)), 0)
+    up = (s > 0) & ((rem > half) | ((rem == half) & ((floor & 1) == 1)))
+    return floor + up.astype(jnp.int32)
+
+
+def init_state(st: FuncStatic, dram, dram_ok) -> dict:
+    """Functional fields of a fresh `SimState` around a DRAM image (already sink-padded)."""
+    d = st.dim
+    return {
+        "sp": jnp.zeros((st.sp_rows + 1, d), jnp.int8),
+        "sp_ok": jnp.zeros((st.sp_rows + 1, d), jnp.bool_),
+        "acc": jnp.zeros((st.acc_rows + 1, d), jnp.int32),
+        "acc_ok": jnp.zeros((st.acc_rows + 1, d), jnp.bool_),
+        "dram": dram,
+        "dram_ok": dram_ok,
+        "preloaded": jnp.zeros((d, d), jnp.int32),
+        "weights": jnp.zeros((d, d), jnp.int32),
+        "os_acc": jnp.zeros((d, d), jnp.int32),
+        "os_base": jnp.zeros((d, d), jnp.int32),
+        "error_index": jnp.int32(-1),
+        "error_code": jnp.int32(0),
+    }
+
+
+def step(s, ints, floats, k, st: FuncStatic):
+    """Apply instruction ``k`` (its decoded ``ints`` / ``floats`` row) to the functional state.
+
+    Each memory is scattered once per step, and every read of its old version feeds that
+    scatter (the values a write merges or computes); reads that feed nothing written to the
+    same memory (mvout's sources, validity checks) read the new version instead. Then XLA
+    updates the loop-carried buffers in place: an old version still needed after the write would
+    force a copy of the whole memory on every step. One instruction is only one kind, so reading
+    the new version is the same as reading the old one for those reads.
+    """
+    d = st.dim
+    nb = st.max_blocks
+    rb = st.row_bytes
+
+    def g(name):
+        return ints[COL[name]]
+
+    op = g("op")
+    r = jnp.arange(d, dtype=jnp.int32)
+    cvec = jnp.arange(d, dtype=jnp.int32)
+    blk = jnp.arange(nb, dtype=jnp.int32)
+    sp_sink, acc_sink = st.sp_rows, st.acc_rows
+    errors = []  # (bad, code)
+
+    is_mvin = op == Op.MVIN
+    is_mvout = op == Op.MVOUT
+    is_pre = op == Op.PRELOAD
+    is_cp = op == Op.COMPUTE_PRELOADED
+    is_ca = op == Op.COMPUTE_ACCUMULATED
+    is_comp = is_cp | is_ca
+    scale = floats[FCOL["scale"]]
+    is_acc = g("is_acc") == 1
+    ex_scale = floats[FCOL["ex_scale"]]
+    ex_relu = g("ex_act") == 1
+    ws = g("dataflow") == 1
+    a_t = g("a_transpose") == 1
+    b_t = g("b_transpose") == 1
+
+    def blocks_of(values):  # [d, cols] -> [nb, d, d]: DIM-wide column blocks, zero-padded
+        have = min(values.shape[1] // d, nb)
+        out = values[:, :have * d].reshape(d, have, d).transpose(1, 0, 2)
+        if have < nb:
+            out = jnp.concatenate([out, jnp.zeros((nb - have, d, d), out.dtype)], axis=0)
+        return out
+
+    # ---- indices -------------------------------------------------------------------------------
+    rows, cols, elem = g("rows"), g("cols"), g("elem_bytes")
+    row_bytes = cols * elem
+    j = jnp.arange(rb, dtype=jnp.int32)
+    byte_mask = (r < rows)[:, None] & (j < row_bytes)[None, :]
+    didx = g("dram") + r[:, None] * g("dram_stride") + j[None, :]
+    in_bytes = byte_mask & is_mvin
+    didx_in = jnp.where(in_bytes, didx, st.dram_sink)
+    # Block b of a move covers local rows row + b * stride + r and columns b * DIM + c.
+    row_live = (blk[:, None] < g("nblocks")) & (r[None, :] < rows)  # [nb, d]
+    elem_mask = row_live[:, :, None] & ((blk[:, None] * d + cvec[None, :]) < cols)[:, None, :]
+
+    def operand_index(prefix, live, stride):
+        mask = ((r < g(f"{prefix}_rows"))[:, None] & (cvec < g(f"{prefix}_cols"))[None, :]
+                & live & (g(f"{prefix}_garbage") == 0))
+        rows_idx = g(prefix) + r * stride
+        from_acc = g(f"{prefix}_acc") == 1
+        any_row = mask.any(axis=1)
+        return (mask, from_acc, jnp.where(any_row & ~from_acc, rows_idx, sp_sink),
+                jnp.where(any_row & from_acc, rows_idx, acc_sink))
+
+    a_ix = operand_index("a", is_comp, g("a_stride"))
+    bd_ix = operand_index("bd", is_pre | is_comp, 1)
+
+    c_rows_idx = g("c") + r * g("c_stride")
+    c_live = is_comp & (g("c_garbage") == 0)
+    c_mask = (r < g("c_rows"))[:, None] & (cvec < g("c_cols"))[None, :] & c_live
+    c_acc = g("c_acc") == 1
+    c_add = g("c_accumulate") == 1
+    pad_rows = nb * d - d
+
+    def widen(vals, fill):  # C rows [d, ...] -> [nb*d, ...] to share the mvin blocks' shape
+        if pad_rows == 0:
+            return vals
+        return jnp.concatenate([vals, jnp.full((pad_rows,) + vals.shape[1:], fill, vals.dtype)])
+
+    in_rows = (g("local") + blk[:, None] * g("block_stride") + r[None, :]).reshape(-1)
+    in_mask = elem_mask.reshape(nb * d, d)
+    c_idx_w, c_mask_w = widen(c_rows_idx, -1), widen(c_mask, False)
+    to_acc_in = is_mvin & is_acc
+    acc_mask = jnp.where(to_acc_in, in_mask, c_mask_w & c_acc)
+    acc_idx = jnp.where(acc_mask.any(axis=1), jnp.where(to_acc_in, in_rows, c_idx_w), acc_sink)
+    to_sp_in = is_mvin & ~is_acc
+    sp_mask = jnp.where(to_sp_in, in_mask, c_mask_w & ~c_acc)
+    sp_idx = jnp.where(sp_mask.any(axis=1), jnp.where(to_sp_in, in_rows, c_idx_w), sp_sink)
+
+    # ---- reads of the old memories that feed this step's writes --------------------------------
+    raw = s.dram[didx_in]  # uint8 [d, rb]
+    v8 = lax.bitcast_convert_type(raw, jnp.int8).astype(jnp.int32)
+    v32 = lax.bitcast_convert_type(raw.reshape(d, rb // 4, 4), jnp.int32)
+
+    def operand_values(ix):
+        mask, from_acc, sp_i, acc_i = ix
+        vals = s.sp[sp_i].astype(jnp.int32)
+        if st.reads_acc:
+            vals = jnp.where(from_acc, scale_to_int8(s.acc[acc_i], ex_scale, ex_relu), vals)
+        return jnp.where(mask, vals, 0)
+
+    a_mat = operand_values(a_ix)
+    bd_mat = operand_values(bd_ix)
+    old_acc, old_acc_ok = s.acc[acc_idx], s.acc_ok[acc_idx]
+    old_sp, old_sp_ok = s.sp[sp_idx], s.sp_ok[sp_idx]
+
+    # ---- the array -----------------------------------------------------------------------------
+    a_eff = jnp.where(a_t, a_mat.T, a_mat)
+    loaded = jnp.where(ws & b_t, bd_mat.T, bd_mat)
+    preloaded = jnp.where(is_pre, loaded, s.preloaded)
+    weights = jnp.where(is_cp & ws, preloaded, s.weights)
+    dot = lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.int32)
+    result = dot(a_eff, weights) + bd_mat
+    os_acc, os_base = s.os_acc, s.os_base
+    c_base = old_acc[:d]
+    if st.uses_os:
+        b_os = jnp.where(b_t, bd_mat.T, bd_mat)
+        prod = dot(a_eff, b_os)
+        os_acc = jnp.where(is_cp & ~ws, preloaded + prod,
+                           jnp.where(is_ca & ~ws, s.os_acc + prod, s.os_acc))
+        os_base = jnp.where(is_cp & ~ws, old_acc[:d], s.os_base)
+        result = jnp.where(ws, result, rounding_shift(os_acc, g("sys_shift")))
+        c_base = jnp.where(ws, old_acc[:d], os_base)
+
+    # ---- local writes --------------------------------------------------------------------------
+    in_vals = jnp.where(elem == 4, blocks_of(v32), blocks_of(v8)).reshape(nb * d, d)
+    c_vals_w = widen(result, 0)
+    c_base_w = jnp.concatenate([c_base, old_acc[d:]]) if pad_rows else c_base
+    add = jnp.where(to_acc_in, g("accumulate") == 1, c_add)
+    base = jnp.where(to_acc_in, old_acc, c_base_w)
+    new_vals = jnp.where(to_acc_in, in_vals, c_vals_w)
+    new_acc = jnp.where(add, base + new_vals, new_vals)
+    bad_add = jnp.any(acc_mask & add & ~old_acc_ok)
+    errors.append((bad_add & to_acc_in, 2))
+    errors.append((bad_add & ~to_acc_in, 6))
+    acc = s.acc.at[acc_idx].set(jnp.where(acc_mask, new_acc, old_acc))
+    acc_ok = s.acc_ok.at[acc_idx].set(old_acc_ok | acc_mask)
+
+    sp_in = blocks_of(scale_to_int8(v8, scale, False)).reshape(nb * d, d)
+    sp_c = jnp.clip(c_vals_w, -128, 127)
+    sp_c = jnp.where(ex_relu, jnp.maximum(sp_c, 0), sp_c)
+    sp_new = jnp.where(to_sp_in, sp_in, sp_c).astype(jnp.int8)
+    sp = s.sp.at[sp_idx].set(jnp.where(sp_mask, sp_new, old_sp))
+    sp_ok = s.sp_ok.at[sp_idx].set(old_sp_ok | sp_mask)
+
+    # ---- reads of the new local memories (this instruction did not write what they read) ------
+    def operand_bad(ix):
+        mask, from_acc, sp_i, acc_i = ix
+        okv = sp_ok[sp_i]
+        if st.reads_acc:
+            okv = jnp.where(from_acc, acc_ok[acc_i], okv)
+        return jnp.any(mask & ~okv)
+
+    errors.append((operand_bad(a_ix), 4))
+    errors.append((operand_bad(bd_ix), 5))
+    out_rows = g("local") + blk[:, None] * d + r[None, :]
+    src_live = row_live & is_mvout
+    oidx_acc = jnp.where(src_live & is_acc, out_rows, acc_sink).reshape(-1)
+    oidx_sp = jnp.where(src_live & ~is_acc, out_rows, sp_sink).reshape(-1)
+    a_vals = acc[oidx_acc].reshape(nb, d, d)
+    s_vals = sp[oidx_sp].reshape(nb, d, d).astype(jnp.int32)
+    ok = jnp.where(is_acc, acc_ok[oidx_acc], sp_ok[oidx_sp]).reshape(nb, d, d)
+    errors.append((jnp.any(elem_mask & is_mvout & ~ok), 3))
+
+    # ---- mvout: DRAM writes --------------------------------------------------------------------
+    full = g("full") == 1
+    small = jnp.where(is_acc, scale_to_int8(a_vals, scale, g("act") == 1), s_vals)
+    bytes8 = lax.bitcast_convert_type(
+        small.astype(jnp.int8).transpose(1, 0, 2).reshape(d, nb * d), jnp.uint8)
+    if nb * d < rb:
+        bytes8 = jnp.concatenate([bytes8, jnp.zeros((d, rb - nb * d), jnp.uint8)], axis=1)
+    bytes32 = lax.bitcast_convert_type(a_vals.transpose(1, 0, 2).reshape(d, nb * d),
+                                       jnp.uint8).reshape(d, nb * d * 4)
+    if bytes32.shape[1] < rb:
+        bytes32 = jnp.concatenate(
+            [bytes32, jnp.zeros((d, rb - bytes32.shape[1]), jnp.uint8)], axis=1)
+    out_bytes = jnp.where(full, bytes32[:, :rb], bytes8[:, :rb])
+    out_mask = byte_mask & is_mvout
+    didx_out = jnp.where(out_mask, didx, st.dram_sink).reshape(-1)
+    dram = s.dram.at[didx_out].set(out_bytes.reshape(-1))
+    dram_ok = s.dram_ok.at[didx_out].set(True)
+    # mvin's DRAM check reads the new validity (an mvin stores nothing to DRAM).
+    errors.append((jnp.any(in_bytes & ~dram_ok[didx_in]), 1))
+
+    # ---- first error ---------------------------------------------------------------------------
+    err_index, err_code = s.error_index, s.error_code
+    for bad, code in sorted(errors, key=lambda e: -e[1]):  # the lowest code of a step wins
+        take = (s.error_index < 0) & bad
+        err_index = jnp.where(take, k, err_index)
+        err_code = jnp.where(take, code, err_code)
+    return s.set(sp=sp, sp_ok=sp_ok, acc=acc, acc_ok=acc_ok, dram=dram, dram_ok=dram_ok,
+                 preloaded=preloaded, weights=weights, os_acc=os_acc, os_base=os_base,
+                 error_index=err_index, error_code=err_code)
+
+
+__all__ = ["ERROR_DETAILS", "ERROR_FIELDS", "FuncStatic", "init_state", "rounding_shift",
+           "scale_to_int8", "step"]

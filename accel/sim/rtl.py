@@ -1,0 +1,489 @@
+"""Check the simulator's cycles against Gemmini RTL measurements (DOSA's FireSim data).
+
+Each row of ``gemmini_rtl_train.csv`` (format: ``../shared/data/README.md``) is a layer
+(``prob.*``), a Timeloop mapping (``mapping.mapping``) and the cycles Gemmini took to run it
+(``target.gemmini_cycle``). `validate_rtl_sim` lowers every row with `accel.lower.lower`, runs
+the timing model only (no data), and compares.
+
+The chip. The ``arch.*`` columns describe the 128x128 Timeloop model the mappings were drawn
+for, not the RTL build. We simulate a 16x16 Gemmini (`rtl_chip`): DOSA's FireSim experiments fix
+the array at 16x16, and for convolutions the cycles per scratchpad tile have a hard floor
+(about 250 cycles for tiles of 1-8 compute rows) and 93 of the 1,236 conv rows sit within 19%
+above the compute bound of a 16x16 array working on the mapping's tiles channel block by
+channel block (many at 1.00x, including K32X rows: exactly two 16-wide passes), against 50 for a
+64x64 array. About 30 conv rows (all with spatial factors of 32-64) and a few GEMM rows ran
+faster than any 16x16 array can, and no honest execution of their tiles on a larger array
+explains them either: we cannot reproduce them. Spatial factors above 16 are folded
+(`fold_spatial`): ``C64X`` becomes 16 PE rows and a temporal loop of 4 at the accumulator level.
+Buffer sizes do not enter the timing model; the chip gets room for every row's tiles.
+
+The software. DOSA's ``gemmini-data-collection`` (``layers/extract_data_csv.py``, the
+``conv_tilings.c`` / ``matmul_tilings.c`` templates) passed the scratchpad tile (the product of
+the L0-L2 factors), the spatial factors and the DRAM loop order to a modified ``tiled_conv`` /
+``tiled_matmul`` whose source is not public; the measurements say how they behaved:
+
+* convolutions (`plan_row`, ``"calls"``): one kernel call per DRAM-level tile, each on its own
+  (the per-tile floor above; reduction loops at DRAM cost no partial-sum traffic beyond the
+  call's own), inside a call the LoopConv FSM order (`conv_program`: weights outside, the tile's
+  pixels streaming under each weight block), commands issued by the FSM one per cycle. We
+  simulate one call and two calls back to back on the same buffers (``c1``, ``c2``) and
+  extrapolate to all calls with the steady-state cost ``max(c2 - c1, host_call_cycles)``.
+* GEMMs (``"stream"``): the CPU issued the mapping's preloads and computes one by one (cycles
+  follow ``MACs / (L0 rows x C_sp x K_sp)`` computes, Spearman 0.90 by themselves), so the row
+  is lowered as the mapping says, unrolled, with ``host_issue_cycles`` between commands. Traces
+  longer than ``budget_instructions`` are cut: the DRAM loops outside a chosen one run once, the
+  chosen one once and twice, and the cycles are ``(c1 + (F - 1)(c2 - c1)) * repeats``.
+* convs ran with "same" padding (``PADDING = KERNEL_DIM / 2``).
+
+Global constants fitted on the training split (rows whose index is not a multiple of 5; the
+held-out split is reported separately): the DMA round trip (`TimingTable.dram_latency_cycles`),
+``host_issue_cycles`` and ``host_call_cycles`` (`RtlModel`), on a grid; the results move little
+across the grid.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from accel.arch import HardwareConfig
+from accel.mapping import Mapping
+from accel.sim.engine import run_batch
+from accel.sim.timing import TimingTable
+from workloads.errors import ConfigError, InfeasibleError
+from workloads.layer import DIMS, Layer
+
+_R, _S, _P, _Q, _C, _K, _N = range(7)
+REG, ACC, SP, DRAM = range(4)
+RTL_DIM = 16
+REQUIRED = ("mapping.mapping", "target.gemmini_cycle", "prob.R", "prob.S", "prob.P", "prob.Q",
+            "prob.C", "prob.K", "prob.N")
+
+
+@dataclasses.dataclass(frozen=True)
+class RtlRow:
+    """One RTL measurement: the layer, the mapping as written in the CSV, the cycles measured,
+    and the scratchpad / accumulator KiB of the row's architecture columns."""
+
+    index: int
+    layer: Layer
+    mapping: Mapping
+    cycles: float
+    sp_kb: float
+    acc_kb: float
+
+
+def _number(row: dict[str, str], key: str, where: str, default: float | None = None) -> float:
+    raw = row.get(key, "")
+    if raw in ("", None):
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: missing value for column {key!r}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{where}: column {key!r} is {raw!r}, not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where}: column {key!r} must be a positive number, got {raw!r}")
+    return value
+
+
+def parse_row(row: dict[str, str], index: int, source: str = "csv") -> RtlRow:
+    """One CSV row. Timeloop pairs P with ``Wstride`` ((P-1)*Wstride + R), `Layer` pairs P
+    with ``Hstride``, so the CSV's W stride becomes the layer's H stride."""
+    where = f"{source} row {index + 2}"
+    dims = {}
+    for d in DIMS:
+        value = _number(row, f"prob.{d}", where)
+        if value != int(value):
+            raise ConfigError(f"{where}: prob.{d} must be an integer, got {value:g}")
+        dims[d] = int(value)
+    hstride = int(_number(row, "prob.Wstride", where, 1.0))
+    wstride = int(_number(row, "prob.Hstride", where, 1.0))
+    hdil = int(_number(row, "prob.Wdilation", where, 1.0))
+    wdil = int(_number(row, "prob.Hdilation", where, 1.0))
+    if dims["R"] == dims["S"] == dims["Q"] == 1:
+        layer = Layer.gemm(M=dims["P"], K_red=dims["C"], N_out=dims["K"], batch=dims["N"],
+                           name=where)
+    else:
+        pads = (dims["R"] // 2, dims["S"] // 2, dims["R"] // 2, dims["S"] // 2)
+        layer = Layer.conv2d(**dims, Hstride=hstride, Wstride=wstride, Hdilation=hdil,
+                             Wdilation=wdil, pads=pads, name=where)
+    mapping = Mapping.from_timeloop(row.get("mapping.mapping", ""), stages=2)
+    sp_kb = (_number(row, "arch.mem2_depth", where, 8192.0)
+             * _number(row, "arch.mem2_width", where, 128.0)
+             * _number(row, "arch.mem2_instances", where, 1.0) / 8 / 1024)
+    acc_kb = (_number(row, "arch.mem1_depth", where, 1024.0)
+              * _number(row, "arch.mem1_width", where, 32.0)
+              * _number(row, "arch.mem1_instances", where, 16.0) / 8 / 1024)
+    return RtlRow(index, layer, mapping, _number(row, "target.gemmini_cycle", where), sp_kb,
+                  acc_kb)
+
+
+def read_rtl_csv(path: str | pathlib.Path, limit: int | None = None) -> list[RtlRow]:
+    """Rows of a DOSA RTL CSV (``target.gemmini_cycle`` and the Timeloop columns)."""
+    path = pathlib.Path(path)
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    with handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ConfigError(f"{path}: missing columns {missing}; expected DOSA's RTL dataset "
+                              "format (see ../shared/data/README.md)")
+        rows = []
+        for i, row in enumerate(reader):
+            if limit is not None and i >= limit:
+                break
+            rows.append(parse_row(row, i, str(path)))
+    if not rows:
+        raise ConfigError(f"{path}: no data rows")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The program the chip ran.
+
+
+def rtl_chip(sp_kb: float = 1024.0, acc_kb: float = 1024.0, dim: int = RTL_DIM
+             ) -> HardwareConfig:
+    """The Gemmini the rows ran on (see the module docstring): a ``dim`` x ``dim`` array, the
+    rows' buffers, and the DMA bus as the DRAM bandwidth (16 bytes per cycle)."""
+    return HardwareConfig(pe_rows=dim, pe_cols=dim, sp_kb=sp_kb, acc_kb=acc_kb,
+                          dram_bw_words=16.0, name="gemmini_rtl")
+
+
+def fold_spatial(mapping: Mapping, dim: int) -> Mapping:
+    """Fold spatial factors above ``dim`` onto a ``dim``-wide array: keep the largest divisor
+    that fits as the spatial factor and run the rest as a temporal loop (the array makes
+    several passes), innermost at the accumulator level, so every level's tile is unchanged
+    (K's fan-out sits below the scratchpad, C's below the accumulator, and the registers hold
+    no C or K loops)."""
+    temporal, spatial = mapping.temporal.copy(), mapping.spatial.copy()
+    order = mapping.order.copy()
+    for level in range(mapping.num_levels):
+        for d in range(len(DIMS)):
+            factor = int(spatial[level, d])
+            if factor > dim:
+                keep = max(x for x in range(1, dim + 1) if factor % x == 0)
+                spatial[level, d] = keep
+                at = min(ACC, level)
+                temporal[at, d] *= factor // keep
+                order[at] = [x for x in order[at] if x != d] + [d]
+    return Mapping(temporal=temporal, spatial=spatial, order=order, stages=mapping.stages,
+                   tags=mapping.tags)
+
+
+def conv_program(mapping: Mapping, dim: int = RTL_DIM) -> Mapping:
+    """A conv mapping as one LoopConv kernel call runs its tile: folded onto the array, the
+    accumulator level's loops in the FSM's order (K, R, S, C outside N) and the tile's output
+    pixels (P, Q) at the register level, so each weight block streams all of them."""
+    m = fold_spatial(mapping, dim)
+    temporal = m.temporal.copy()
+    order = m.order.copy()
+    for d in (_P, _Q):
+        temporal[REG, d] *= temporal[ACC, d]
+        temporal[ACC, d] = 1
+    order[ACC] = [_K, _R, _S, _C, _N, _P, _Q]
+    order[REG] = [d for d in range(len(DIMS)) if d not in (_P, _Q)] + [_P, _Q]
+    return Mapping(temporal=temporal, spatial=m.spatial, order=order, stages=m.stages,
+                   tags=m.tags)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows as simulation jobs.
+
+
+@dataclasses.dataclass(frozen=True)
+class RowPlan:
+    """How one row is simulated.
+
+    ``kind`` ``"calls"`` (a convolution): ``problems[0]`` is the on-chip program of one kernel
+    call; it is simulated alone (``c1``) and twice back to back (``c2``), and there were
+    ``calls`` calls, so cycles are ``c1 + host + (calls - 1) * max(c2 - c1, host)`` with
+    ``host`` the software's cycles per call (its next call is issued while this one runs).
+    ``kind`` ``"stream"`` (a GEMM): the whole layer (one problem), or, when that trace is too
+    long, the layer with the DRAM loops outside loop ``j`` at one iteration and loop ``j`` at one
+    and two (two problems): ``(c1 + (trips - 1) * (c2 - c1)) * repeats``.
+    """
+
+    kind: str
+    problems: tuple[tuple[Layer, Mapping], ...]
+    calls: int = 1
+    trips: int = 1
+    repeats: int = 1
+    macro: bool = False
+
+    def combine(self, cycles: Sequence[float], host_call_cycles: float = 0.0) -> float:
+        if self.kind == "calls":
+            c1, c2 = float(cycles[0]), float(cycles[1])
+            steady = max(c2 - c1, host_call_cycles)
+            return c1 + host_call_cycles + (self.calls - 1) * steady
+        if len(self.problems) == 1:
+            return float(cycles[0])
+        c1, c2 = float(cycles[0]), float(cycles[1])
+        return (c1 + (self.trips - 1) * max(c2 - c1, 0.0)) * self.repeats
+
+
+def _estimated_instructions(layer: Layer, mapping: Mapping, dim: int) -> float:
+    """About two instructions per compute: one per (row block, c-block, k-block, r, s)."""
+    cs = int(mapping.spatial[ACC, _C])
+    ks = int(mapping.spatial[SP, _K])
+    rows = max(1, min(dim, int(mapping.temporal[REG, _P] * mapping.temporal[REG, _Q])))
+    pixels = layer.N * layer.P * layer.Q
+    return 2.0 * math.ceil(pixels / rows) * layer.R * layer.S * math.ceil(
+        layer.C / cs) * math.ceil(layer.K / ks)
+
+
+def _cut(layer: Layer, mapping: Mapping, keep: dict[int, int]) -> tuple[Layer, Mapping]:
+    """The layer and mapping with some DRAM factors replaced (dim -> trip count)."""
+    temporal = mapping.temporal.copy()
+    changes = {}
+    for d, trips in keep.items():
+        full = int(temporal[DRAM, d])
+        temporal[DRAM, d] = trips
+        changes[DIMS[d]] = getattr(layer, DIMS[d]) // full * trips
+    return dataclasses.replace(layer, **changes), mapping.replace(temporal=temporal)
+
+
+def _gemm_block_plan(layer: Layer, program: Mapping, dim: int, sp_rows: int,
+                     acc_rows: int) -> RowPlan:
+    """A GEMM whose scratchpad tile sizes were taken as DIM-block counts (clamped to the
+    matrix, and halved, largest first, until A + B fit half the scratchpad and C half the
+    accumulator, as ``loop_ws`` requires), one ``loop_ws`` call per tile (``"calls"``)."""
+    tile = (program.temporal[:DRAM] * program.spatial[:DRAM]).prod(axis=0)
+    totals = {_P: layer.P * layer.N, _C: layer.C, _K: layer.K}
+    take = {d: min(int(tile[d]), -(-t // dim)) for d, t in totals.items()}
+    while ((take[_P] * take[_C] + take[_C] * take[_K]) * dim > sp_rows // 2
+           or take[_P] * take[_K] * dim > acc_rows // 2) and max(take.values()) > 1:
+        big = max(take, key=lambda d: take[d])
+        take[big] = -(-take[big] // 2)
+    calls = 1
+    extents = {}
+    for d, total in totals.items():
+        blocks = -(-total // dim)
+        calls *= -(-blocks // take[d])
+        extents[d] = min(total, take[d] * dim)
+    cs, ct = _split(extents[_C], dim)
+    ks, kt = _split(extents[_K], dim)
+    temporal = np.ones((4, len(DIMS)), np.int64)
+    spatial = np.ones((4, len(DIMS)), np.int64)
+    temporal[REG, _P] = extents[_P]
+    temporal[ACC, _C], spatial[ACC, _C] = ct, cs
+    temporal[ACC, _K], spatial[SP, _K] = kt, ks
+    sub = Mapping(temporal=temporal, spatial=spatial, order=program.order,
+                  stages=program.stages, tags=program.tags)
+    gemm = Layer.gemm(M=extents[_P], K_red=extents[_C], N_out=extents[_K], name=layer.name)
+    return RowPlan("calls", ((gemm, sub),), calls=calls, macro=True)
+
+
+def _split(extent: int, dim: int) -> tuple[int, int]:
+    """``extent`` as spatial x temporal with the spatial part at most ``dim``."""
+    spatial = max(x for x in range(1, min(extent, dim) + 1) if extent % x == 0)
+    return spatial, extent // spatial
+
+
+def plan_row(layer: Layer, mapping: Mapping, dim: int = RTL_DIM,
+             budget_instructions: int = 40000, gemm_blocks: bool = False,
+             sp_rows: int = 1 << 16, acc_rows: int = 1 << 14) -> RowPlan:
+    """What the generator ran for one row (see the module docstring) as simulation problems."""
+    if layer.kind not in ("gemm", "gemv"):
+        program = conv_program(mapping, dim)
+        tile = (program.temporal[:DRAM] * program.spatial[:DRAM]).prod(axis=0)
+        temporal = program.temporal.copy()
+        temporal[DRAM] = 1
+        sub = dataclasses.replace(
+            layer, **{d: int(tile[i]) for i, d in enumerate(DIMS)}, pads=(0, 0, 0, 0))
+        return RowPlan("calls", ((sub, program.replace(temporal=temporal)),),
+                       calls=int(np.prod(program.temporal[DRAM])))
+    program = fold_spatial(mapping, dim)
+    if gemm_blocks:
+        return _gemm_block_plan(layer, program, dim, sp_rows, acc_rows)
+    full = _estimated_instructions(layer, program, dim)
+    if full <= budget_instructions:
+        return RowPlan("stream", ((layer, program),))
+    loops = [d for d in program.order[DRAM] if program.temporal[DRAM, d] > 1]
+    chosen = len(loops) - 1
+    for j in range(len(loops)):
+        outer = math.prod(int(program.temporal[DRAM, loops[i]]) for i in range(j + 1))
+        if full * 2 / outer <= budget_instructions:
+            chosen = j
+            break
+    d = loops[chosen]
+    trips = int(program.temporal[DRAM, d])
+    base = {loops[i]: 1 for i in range(chosen)}
+    repeats = math.prod(int(program.temporal[DRAM, loops[i]]) for i in range(chosen))
+    return RowPlan("stream", (_cut(layer, program, {**base, d: 1}),
+                              _cut(layer, program, {**base, d: min(2, trips)})),
+                   trips=trips, repeats=repeats)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulation and metrics.
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), np.float64)
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    values = x[order]
+    start = 0
+    for i in range(1, len(x) + 1):  # ties share their average rank
+        if i == len(x) or values[i] != values[start]:
+            ranks[order[start:i]] = (start + i - 1) / 2.0
+            start = i
+    return ranks
+
+
+def metrics(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
+    """Pearson (linear and log-log), Spearman and mean absolute percentage error (fraction)."""
+    p, m = np.asarray(predicted, np.float64), np.asarray(measured, np.float64)
+    if len(p) < 2:
+        raise ConfigError("metrics need at least two rows")
+    return {
+        "rows": len(p),
+        "pearson": float(np.corrcoef(p, m)[0, 1]),
+        "pearson_log": float(np.corrcoef(np.log(p), np.log(m))[0, 1]),
+        "spearman": float(np.corrcoef(_ranks(p), _ranks(m))[0, 1]),
+        "mape": float(np.mean(np.abs(p - m) / m)),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class RtlModel:
+    """The simulator's timing constants plus the two facts of the software that ran.
+
+    ``host_issue_cycles``: cycles the host spends per primitive command it issues in a software
+    loop (address arithmetic and the RoCC instruction on an in-order Rocket), used for the
+    GEMM rows, whose preloads and computes the CPU issued one by one; the conv kernels' commands
+    come from the LoopConv FSM, one per cycle (``timing.issue_cycles``). ``host_call_cycles``:
+    software cycles per conv kernel call (tile bookkeeping and the CISC configuration
+    commands).
+    """
+
+    timing: TimingTable = dataclasses.field(default_factory=TimingTable)
+    host_issue_cycles: int = 4
+    host_call_cycles: int = 250
+
+
+def simulate_rows(rows: Sequence[RtlRow], model: RtlModel | None = None, *, batch: int = 16,
+                  dim: int = RTL_DIM, budget_instructions: int = 40000,
+                  progress: Any = None) -> np.ndarray:
+    """Predicted cycles of each row (timing only), in row order."""
+    jobs, plans = prepare_rows(rows, dim=dim, budget_instructions=budget_instructions,
+                               progress=progress)
+    return run_jobs(jobs, plans, model, batch=batch, progress=progress)
+
+
+def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
+                 budget_instructions: int = 40000, gemm_blocks: bool = False,
+                 progress: Any = None) -> tuple[list, list[RowPlan]]:
+    """Lower every row's problems once: ``(jobs, plans)`` for `run_jobs` (so the timing
+    constants can be swept without lowering again). A job is ``(row position, problem
+    position, kind, hardware, trace arrays)``."""
+    from accel.lower import lower
+
+    jobs, plans = [], []
+    for pos, row in enumerate(rows):
+        # Capacity does not enter the timing model; the lowering pads tiles to DIM-wide rows
+        # and double-buffers them, so give it room beyond the Timeloop buffer sizes.
+        hw = rtl_chip(4 * row.sp_kb, 4 * row.acc_kb, dim)
+        real = rtl_chip(row.sp_kb, row.acc_kb, dim)
+        plan = plan_row(row.layer, row.mapping, dim, budget_instructions, gemm_blocks,
+                        int(real.sp_kb * 1024) // dim, int(real.acc_kb * 1024) // (4 * dim))
+        plans.append(plan)
+        for k, (layer, mapping) in enumerate(plan.problems):
+            try:
+                low = lower(layer, mapping, hw, macro=plan.macro, check=False)
+            except InfeasibleError as exc:
+                raise ConfigError(f"{row.layer.name}: the program does not fit the chip: "
+                                  f"{exc}") from None
+            arrays = low.trace.as_arrays()
+            jobs.append((pos, k, plan.kind, hw, arrays))
+            if plan.kind == "calls":  # the same call twice, back to back
+                jobs.append((pos, k + 1, plan.kind, hw,
+                             tuple(np.concatenate([a, a]) for a in arrays)))
+        if progress is not None:
+            progress(pos + 1, len(rows), "lowered")
+    return jobs, plans
+
+
+def run_jobs(jobs: list, plans: Sequence[RowPlan], model: RtlModel | None = None, *,
+             batch: int = 16, progress: Any = None) -> np.ndarray:
+    """Simulate prepared jobs (timing only, batched per hardware) and combine per row."""
+    model = model or RtlModel()
+    tables = {"calls": model.timing,
+              "stream": dataclasses.replace(model.timing, issue_cycles=model.host_issue_cycles)}
+    groups: dict[tuple, list] = {}
+    for job in jobs:
+        groups.setdefault((job[3], job[2]), []).append(job)
+    cycles: dict[tuple[int, int], int] = {}
+    done = 0
+    for (hw, kind), group in groups.items():
+        group.sort(key=lambda job: len(job[4][0]))
+        for start in range(0, len(group), batch):
+            part = group[start:start + batch]
+            results = run_batch([job[4] for job in part], hw, functional=False,
+                                timing_table=tables[kind])
+            for job, res in zip(part, results):
+                cycles[(job[0], job[1])] = res.cycles
+            done += len(part)
+            if progress is not None:
+                progress(done, len(jobs), "simulated")
+    out = []
+    for pos, plan in enumerate(plans):
+        count = 2 if plan.kind == "calls" else len(plan.problems)
+        out.append(plan.combine([cycles[(pos, k)] for k in range(count)],
+                                model.host_call_cycles))
+    return np.array(out)
+
+
+def validate_rtl_sim(path: str | pathlib.Path, *, limit: int | None = None,
+                     model: RtlModel | None = None, held_out_every: int = 5,
+                     progress: Any = None) -> dict[str, Any]:
+    """Simulated vs RTL cycles over a DOSA RTL CSV.
+
+    Returns ``{"rows", "pearson", "pearson_log", "spearman", "mape"}`` over all rows, plus the
+    same over the held-out split (every ``held_out_every``-th row, ``"held_out"``) and the rest
+    (``"train"``), and the timing constants used.
+    """
+    rows = read_rtl_csv(path, limit=limit)
+    model = model or RtlModel()
+    predicted = simulate_rows(rows, model, progress=progress)
+    measured = np.array([r.cycles for r in rows])
+    out: dict[str, Any] = metrics(predicted, measured)
+    held = np.array([r.index % held_out_every == 0 for r in rows])
+    if held.sum() >= 2 and (~held).sum() >= 2:
+        out["held_out"] = metrics(predicted[held], measured[held])
+        out["train"] = metrics(predicted[~held], measured[~held])
+    out["model"] = {**dataclasses.asdict(model.timing),
+                    "host_issue_cycles": model.host_issue_cycles,
+                    "host_call_cycles": model.host_call_cycles}
+    return out
+
+
+__all__ = [
+    "RTL_DIM",
+    "RowPlan",
+    "RtlModel",
+    "RtlRow",
+    "conv_program",
+    "fold_spatial",
+    "metrics",
+    "parse_row",
+    "plan_row",
+    "prepare_rows",
+    "read_rtl_csv",
+    "rtl_chip",
+    "run_jobs",
+    "simulate_rows",
+    "validate_rtl_sim",
+]

@@ -1,0 +1,388 @@
+"""The timing model: one table of constants, static per-instruction costs, and the scan step.
+
+Gemmini (``ReservationStation.scala``, ``LoadController.scala``, ``ExecuteController.scala``,
+``StoreController.scala``) runs three in-order queues: load (mvin, config_ld), execute (preload,
+compute, config_ex) and store (mvout, config_st). The host hands commands over one per
+`TimingTable.issue_cycles`, in program order, into a reservation station with a fixed number of
+entries per queue; an entry is freed when its command completes, so a full queue stalls every
+later command (head-of-line blocking). A command starts when its queue is free, its entry is
+allocated, and every older command of *another* queue that touches an overlapping scratchpad /
+accumulator row has completed (RAW, WAR and WAW; Gemmini clears a dependence at completion).
+Within the execute queue the mesh checks RAW hazards on the rows it reads, and accumulations into
+the same accumulator rows pipeline freely. Double buffering is not a special case: when the
+next tile's mvins write other rows than the current tile's computes read, nothing stops them.
+
+Per command (all derived from `TimingTable` and the `HardwareConfig`):
+
+* mvin / mvout: the DMA issues one request per DRAM row chunk of at most ``dma_max_bytes``;
+  requests leave at most one per cycle and at most ``max_inflight_requests`` per
+  ``dram_latency_cycles`` (the in-flight limit), and the bytes cross the bus at
+  ``min(dma_bus_bytes_per_cycle, hw DRAM bytes/cycle)``, a channel the load and store queues
+  share. An mvin completes ``dram_latency_cycles + mvin_write_cycles`` after its last beat; an
+  mvout reads one accumulator row per cycle through the scaling pipeline and completes
+  ``dram_latency_cycles`` (the write acknowledgement) after its last beat.
+* preload / compute: the array takes one row of A (and one of B or D) per cycle. A compute
+  takes ``max(a_rows, bd_rows, min_compute_rows)`` cycles (``total_rows`` in
+  ``ExecuteController``; full DIM under OS); a preload that loads weights takes DIM cycles, of
+  which the compute just before it hides its own length (Gemmini overlaps a compute with the
+  next preload, "mul_pre"); a preload of the garbage address costs nothing after a compute and
+  ``min_compute_rows`` alone. Results land ``spad_read_cycles + pe_rows + pe_cols - 2 +
+  acc_write_cycles`` after the last input row: the skewed fill and drain of the systolic array
+  (`accel.sim.pe_array` measures the ``pe_rows + pe_cols - 2`` part cycle by cycle).
+* config_ex waits until the mesh is empty; fence waits until every earlier command completed.
+
+Cycle counts are int32 (the scan runs without x64): traces longer than about 2**31 cycles
+overflow and are reported as such by `accel.sim.run`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from accel.sim.decode import COL, DecodedTrace, Op, Unit
+from workloads.errors import ConfigError
+
+N_UNITS = 3
+RS_CAPACITY = 64  # largest reservation-station depth the scan state can hold
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingTable:
+    """Every timing constant of the simulator, with where it comes from.
+
+    Override with `dataclasses.replace` (or ``TimingTable(**overrides)``); values are plain
+    Python numbers. Sources: Gemmini ``GemminiConfigs.defaultConfig`` (``Configs.scala``) and
+    the reference notes dosa-gemmini-isa.md §B.5, unless said otherwise.
+    """
+
+    # Host interface: cycles between two commands the host issues (a RoCC instruction from
+    # Rocket; 1 = back to back). Commands a loop FSM issues (expanded loop_ws) come one per
+    # cycle (fsm_issue_cycles).
+    issue_cycles: int = 1
+    fsm_issue_cycles: int = 1
+    # Reservation-station entries per queue: reservation_station_entries_{ld,ex,st}.
+    rs_entries_load: int = 8
+    rs_entries_execute: int = 16
+    rs_entries_store: int = 4
+    # DMA: dma_buswidth = 128 bits -> 16 bytes per beat; dma_maxbytes = 64 per request;
+    # max_in_flight_mem_reqs = 64 outstanding requests (defaultConfig; older builds had 16).
+    dma_bus_bytes_per_cycle: int = 16
+    dma_max_bytes: int = 64
+    max_inflight_requests: int = 64
+    # Round trip of a DMA request through the system bus to the shared L2 and back, in
+    # accelerator cycles. The one constant fitted to measurements: a grid over {30, 40, 60} on
+    # the training split of DOSA's FireSim rows (`accel.sim.rtl`); 30-60 change the rank
+    # correlation by under 0.005, and 40 is an L2 hit on a Chipyard SoC.
+    dram_latency_cycles: int = 40
+    # Scratchpad write after the last beat arrives: mvin_scale_args latency = 4.
+    mvin_write_cycles: int = 4
+    # Accumulator read + scaling pipeline before an mvout's data reaches the DMA:
+    # acc_scale_args latency = 8 (plus the 2-cycle accumulator read, acc_latency).
+    mvout_read_cycles: int = 10
+    # Execute pipeline around the mesh: scratchpad read (spad_read_delay) before the first
+    # row enters, accumulator read-modify-write (acc_latency) after the last row leaves.
+    spad_read_cycles: int = 4
+    acc_write_cycles: int = 2
+    # ExecuteController floors total_rows at 4 ("two writes to the same accumulator address
+    # must occur at least 4 cycles apart").
+    min_compute_rows: int = 4
+    # Configuration commands and fence take one cycle once they start.
+    config_cycles: int = 1
+    fence_cycles: int = 1
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ConfigError(f"TimingTable.{f.name} must be a non-negative integer, got "
+                                  f"{value!r}")
+        for name in ("rs_entries_load", "rs_entries_execute", "rs_entries_store"):
+            if not 1 <= getattr(self, name) <= RS_CAPACITY:
+                raise ConfigError(f"TimingTable.{name} must be 1..{RS_CAPACITY}")
+        for name in ("dma_bus_bytes_per_cycle", "dma_max_bytes", "max_inflight_requests",
+                     "issue_cycles", "fsm_issue_cycles"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"TimingTable.{name} must be at least 1")
+
+    def bytes_per_cycle(self, hw: Any) -> float:
+        """DMA bandwidth: the bus width, or the hardware's DRAM bandwidth if that is lower."""
+        dram = float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
+        return min(float(self.dma_bus_bytes_per_cycle), dram)
+
+    def request_interval_cycles(self) -> float:
+        """Cycles between DMA requests: one per cycle, or fewer when the in-flight limit binds."""
+        return max(1.0, self.dram_latency_cycles / self.max_inflight_requests)
+
+    def scan_params(self) -> np.ndarray:
+        """The few constants the scan itself reads (the rest are folded into `costs`)."""
+        return np.array([self.issue_cycles, self.rs_entries_load, self.rs_entries_execute,
+                         self.rs_entries_store, self.fence_cycles, self.fsm_issue_cycles],
+                        np.int32)
+
+    @classmethod
+    def from_dict(cls, overrides: dict[str, Any] | None) -> TimingTable:
+        overrides = dict(overrides or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigError(f"unknown timing constants {sorted(unknown)}; known: "
+                              f"{sorted(known)}")
+        return cls(**overrides)
+
+
+# ---------------------------------------------------------------------------------------------
+# Static costs.
+
+COST_COLUMNS = ("occ", "post", "dma", "dma_offset")
+CCOL = {name: i for i, name in enumerate(COST_COLUMNS)}
+
+
+def compute_cycles(a_rows: Any, bd_rows: Any, table: TimingTable, dim: int, os: Any) -> Any:
+    """Cycles the array is busy with one compute (ExecuteController's ``total_rows``)."""
+    return np.where(os, dim, np.maximum(np.maximum(a_rows, bd_rows), table.min_compute_rows))
+
+
+def array_latency_cycles(pe_rows: int, pe_cols: int) -> int:
+    """Fill and drain of the systolic array: a compute that feeds ``n`` rows has its last output
+    out of the array ``n + pe_rows + pe_cols - 2`` cycles after its first row went in (the
+    input skew across rows plus the output skew across columns); `accel.sim.pe_array` measures
+    this cycle by cycle. The queue is busy for the ``n`` cycles; this is the rest."""
+    return pe_rows + pe_cols - 2
+
+
+def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
+    """Per-instruction static costs, int32 ``[n, len(COST_COLUMNS)]``.
+
+    ``occ``: cycles the instruction holds its queue; ``post``: cycles from the end of its work
+    to completion (latency); ``dma``: cycles it holds the shared DMA channel, starting
+    ``dma_offset`` cycles after it starts.
+    """
+    c = {name: decoded.column(name).astype(np.int64) for name in
+         ("op", "rows", "cols", "elem_bytes", "nblocks", "is_acc", "full", "a_rows", "a_cols",
+          "a_garbage", "a_transpose", "bd_rows", "bd_garbage", "dataflow", "merged")}
+    op = c["op"]
+    dim = decoded.shape.dim
+    n = len(op)
+    occ = np.zeros(n, np.int64)
+    post = np.zeros(n, np.int64)
+    dma = np.zeros(n, np.int64)
+    dma_offset = np.zeros(n, np.int64)
+
+    # Moves.
+    is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
+    row_bytes = c["cols"] * c["elem_bytes"]
+    reqs_per_row = np.where(row_bytes > 0, -(-row_bytes // table.dma_max_bytes), 0)
+    reqs = c["rows"] * reqs_per_row
+    total_bytes = c["rows"] * row_bytes
+    bw = table.bytes_per_cycle(hw)
+    bus = np.ceil(total_bytes / bw).astype(np.int64)
+    issue = np.ceil(reqs * table.request_interval_cycles()).astype(np.int64)
+    move = is_mvin | is_mvout
+    dma = np.where(move, bus, 0)
+    occ = np.where(is_mvin, np.maximum(issue, bus), occ)
+    post = np.where(is_mvin, table.dram_latency_cycles + table.mvin_write_cycles, post)
+    # mvout: the store queue reads local rows (one per cycle per block) through the scaling
+    # pipeline, then the DMA writes them; done when the last write is acknowledged.
+    local_rows = c["rows"] * c["nblocks"]
+    occ = np.where(is_mvout, np.maximum(np.maximum(local_rows, issue), bus), occ)
+    dma_offset = np.where(is_mvout, table.mvout_read_cycles, dma_offset)
+    post = np.where(is_mvout, table.dram_latency_cycles, post)
+
+    # Execute.
+    os = c["dataflow"] == 0
+    is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
+    a_rows_stored = np.where(c["a_garbage"] == 1, 1, c["a_rows"])
+    bd_rows = np.where(c["bd_garbage"] == 1, 1, c["bd_rows"])
+    comp = compute_cycles(a_rows_stored, bd_rows, table, dim, os)
+    occ = np.where(is_comp, comp, occ)
+    post = np.where(is_comp, table.spad_read_cycles + array_latency_cycles(dim, dim)
+                    + table.acc_write_cycles, post)
+    is_pre = op == Op.PRELOAD
+    prev_comp = np.zeros(n, np.int64)
+    exec_rows = np.flatnonzero((op == Op.PRELOAD) | is_comp | (op == Op.CONFIG_EX)
+                               | (op == Op.CONFIG_NORM))
+    if len(exec_rows) > 1:
+        prev_comp[exec_rows[1:]] = np.where(is_comp[exec_rows[:-1]], comp[exec_rows[:-1]], 0)
+    loads_weights = (c["bd_garbage"] == 0) | os
+    alone = np.where(loads_weights, dim, table.min_compute_rows)
+    after_compute = np.where(loads_weights, np.maximum(dim - prev_comp, 0), 0)
+    occ = np.where(is_pre, np.where(c["merged"] == 1, after_compute, alone), occ)
+
+    is_cfg = np.isin(op, [Op.CONFIG_EX, Op.CONFIG_LD, Op.CONFIG_ST, Op.CONFIG_NORM])
+    occ = np.where(is_cfg | (op == Op.FLUSH), table.config_cycles, occ)
+    out = np.stack([occ, post, dma, dma_offset], axis=1)
+    if out.size and out.max() > np.iinfo(np.int32).max // 4:
+        raise ConfigError("an instruction's cost overflows the simulator's int32 cycles")
+    return out.astype(np.int32)
+
+
+# Rows each instruction reads and writes, for the dependence checks: up to `slots` runs of
+# (unified row, count, stride) where accumulator row r is unified row sp_rows + r.
+
+
+def access_runs(decoded: DecodedTrace) -> tuple[np.ndarray, np.ndarray]:
+    """``(reads, writes)``, each int32 ``[n, slots, 3]`` runs ``(row, count, stride)``."""
+    shape = decoded.shape
+    slots = max(shape.max_blocks, 2)
+    n = len(decoded)
+    col = {name: decoded.column(name).astype(np.int64) for name in (
+        "op", "local", "rows", "nblocks", "block_stride", "is_acc", "a", "a_garbage", "a_acc",
+        "a_rows", "a_stride", "bd", "bd_garbage", "bd_acc", "bd_rows", "c", "c_garbage",
+        "c_acc", "c_rows", "c_stride")}
+    op = col["op"]
+    reads = np.zeros((n, slots, 3), np.int64)
+    writes = np.zeros((n, slots, 3), np.int64)
+
+    def unified(row: np.ndarray, acc: np.ndarray) -> np.ndarray:
+        return np.where(acc == 1, shape.sp_rows + row, row)
+
+    is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
+    base = unified(col["local"], col["is_acc"])
+    for b in range(shape.max_blocks):
+        live = b < col["nblocks"]
+        blk_in = np.stack([base + b * col["block_stride"], col["rows"], np.ones(n, np.int64)], 1)
+        blk_out = np.stack([base + b * shape.dim, col["rows"], np.ones(n, np.int64)], 1)
+        writes[:, b] = np.where((is_mvin & live)[:, None], blk_in, writes[:, b])
+        reads[:, b] = np.where((is_mvout & live)[:, None], blk_out, reads[:, b])
+    is_pre = op == Op.PRELOAD
+    is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
+    a_run = np.stack([unified(col["a"], col["a_acc"]), col["a_rows"], col["a_stride"]], 1)
+    bd_run = np.stack([unified(col["bd"], col["bd_acc"]), col["bd_rows"], np.ones(n, np.int64)],
+                      1)
+    c_run = np.stack([unified(col["c"], col["c_acc"]), col["c_rows"], col["c_stride"]], 1)
+    reads[:, 0] = np.where((is_comp & (col["a_garbage"] == 0))[:, None], a_run, reads[:, 0])
+    reads[:, 1] = np.where(((is_comp | is_pre) & (col["bd_garbage"] == 0))[:, None], bd_run,
+                           reads[:, 1])
+    writes[:, 0] = np.where((is_comp & (col["c_garbage"] == 0))[:, None], c_run, writes[:, 0])
+    return reads.astype(np.int32), writes.astype(np.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The scan step.
+
+
+def init_state(local_rows: int) -> dict[str, Any]:
+    """The timing half of `SimState` at cycle 0 (see `accel.sim.state`)."""
+    return {
+        "last_issue": jnp.int32(0),
+        "rs_done": jnp.zeros((N_UNITS, RS_CAPACITY), jnp.int32),
+        "rs_count": jnp.zeros(N_UNITS, jnp.int32),
+        "unit_free": jnp.zeros(N_UNITS, jnp.int32),
+        "unit_done": jnp.zeros(N_UNITS, jnp.int32),
+        "all_done": jnp.int32(0),
+        "dma_free": jnp.int32(0),
+        "w_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
+        "r_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
+        "busy": jnp.zeros(N_UNITS, jnp.int32),
+    }
+
+
+def _run_rows(run: Any, dim: int, sink: int) -> tuple[Any, Any]:
+    """Unified row indices of runs ``[slots, 3]``, flattened to ``[slots * dim]``, and which
+    are real (masked rows point at the sink row, whose times must be ignored)."""
+    r = jnp.arange(dim, dtype=jnp.int32)
+    idx = run[:, 0:1] + r[None, :] * run[:, 2:3]
+    live = r[None, :] < run[:, 1:2]
+    return jnp.where(live, idx, sink).reshape(-1), live.reshape(-1)
+
+
+def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim: int,
+         sink: int) -> tuple[Any, tuple[Any, Any]]:
+    """Advance the timing state ``t`` (a `SimState`) over one instruction.
+
+    Returns the new state and ``(start, done)`` cycles of the instruction (-1 for NOP padding).
+    """
+    op = ints[COL["op"]]
+    unit = ints[COL["unit"]]
+    fence_cycles = params[4]
+    issue_cycles = jnp.where(ints[COL["fsm"]] == 1, params[5], params[0])
+    depth = params[1:4]
+    nop = op == Op.NOP
+    fence = op == Op.FENCE
+    queued = unit < N_UNITS
+    u = jnp.minimum(unit, N_UNITS - 1)
+
+    # Reservation-station entry (in program order; a full queue blocks everything after it).
+    slot = t.rs_count[u] % depth[u]
+    slot_free = jnp.where(queued, t.rs_done[u, slot], 0)
+    enter = jnp.maximum(t.last_issue + issue_cycles, slot_free)
+    enter = jnp.where(fence, jnp.maximum(enter, t.all_done), enter)
+
+    # Dependences on older commands of other queues (and, for the array's operand reads, on
+    # the execute queue's own writes: the mesh's RAW hazard check).
+    read_rows, read_live = _run_rows(reads, dim, sink)
+    write_rows, write_live = _run_rows(writes, dim, sink)
+    others = jnp.arange(N_UNITS) != u
+    own_raw = (jnp.arange(N_UNITS) == u) & (u == Unit.EXECUTE)
+    w_read = t.w_time[:, read_rows]  # [units, slots*dim]
+    raw = jnp.max(jnp.where((others | own_raw)[:, None] & read_live[None, :], w_read, 0))
+    w_write = t.w_time[:, write_rows]
+    r_write = t.r_time[:, write_rows]
+    war_waw = jnp.max(jnp.where(others[:, None] & write_live[None, :],
+                                jnp.maximum(w_write, r_write), 0))
+    dep = jnp.where(queued, jnp.maximum(raw, war_waw), 0)
+    drain = jnp.where(op == Op.CONFIG_EX, t.unit_done[Unit.EXECUTE], 0)
+    start = jnp.maximum(jnp.maximum(enter, jnp.where(queued, t.unit_free[u], 0)),
+                        jnp.maximum(dep, drain))
+
+    occ, post, dma, dma_offset = cost[0], cost[1], cost[2], cost[3]
+    uses_dma = dma > 0
+    dma_start = jnp.maximum(start + dma_offset, t.dma_free)
+    dma_end = dma_start + dma
+    work_end = jnp.maximum(start + occ, jnp.where(uses_dma, dma_end, 0))
+    done = jnp.where(fence, start + fence_cycles, work_end + post)
+
+    live = ~nop
+    q = live & queued
+    onehot = (jnp.arange(N_UNITS) == u) & q
+    new_rs_done = t.rs_done.at[u, slot].set(jnp.where(q, done, t.rs_done[u, slot]))
+    done_w = jnp.where(q, done, 0)
+    w_time = t.w_time.at[u, write_rows].max(done_w)
+    r_time = t.r_time.at[u, read_rows].max(done_w)
+    state = t.set(
+        last_issue=jnp.where(live, jnp.where(fence, done, enter), t.last_issue),
+        rs_done=new_rs_done,
+        rs_count=t.rs_count + onehot.astype(jnp.int32),
+        unit_free=jnp.where(onehot, start + occ, t.unit_free),
+        unit_done=jnp.where(onehot, jnp.maximum(t.unit_done, done), t.unit_done),
+        all_done=jnp.where(live, jnp.maximum(t.all_done, done), t.all_done),
+        dma_free=jnp.where(live & uses_dma, dma_end, t.dma_free),
+        w_time=w_time,
+        r_time=r_time,
+        busy=t.busy + jnp.where(onehot, occ, 0),
+    )
+    return state, (jnp.where(nop, -1, start), jnp.where(nop, -1, done))
+
+
+def table_dict(table: TimingTable) -> dict[str, int]:
+    return {f.name: int(getattr(table, f.name)) for f in dataclasses.fields(table)}
+
+
+def lower_bound_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any) -> int:
+    """A bound no schedule beats: the busiest queue's work or the DMA channel's bytes."""
+    cost = costs(decoded, table, hw)
+    unit = decoded.column("unit")
+    per_unit = [int(cost[unit == k, CCOL["occ"]].astype(np.int64).sum()) for k in range(N_UNITS)]
+    return max(per_unit + [int(cost[:, CCOL["dma"]].astype(np.int64).sum())])
+
+
+__all__ = [
+    "CCOL",
+    "COST_COLUMNS",
+    "N_UNITS",
+    "RS_CAPACITY",
+    "TimingTable",
+    "access_runs",
+    "array_latency_cycles",
+    "compute_cycles",
+    "costs",
+    "init_state",
+    "lower_bound_cycles",
+    "step",
+    "table_dict",
+]
+

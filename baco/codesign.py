@@ -1,0 +1,868 @@
+"""`baco.codesign`: Algorithm 6 of seed 001 -- multi-start gradient descent on the network's EDP,
+then exact refinement where the importance estimator says it pays.
+
+**Descent** (the first ``1 - refine_fraction`` of the budget). Each *start* draws a random
+accelerator (PE dim a power of two up to ``max_pe_dim``, buffers a power of two KiB, as DOSA's
+``gen_random_hw_config``), takes per layer the best of ``start_mappings`` mappings that fit it
+(`start_mappings`), and relaxes them (`perfmodels.relax`: tiling factors as softmax shares of
+each dim's log, soft loop orders, continuous stages). ``starts`` of them descend side by side
+(vmapped) with Adam (optax) on
+
+    log(Σ count·latency) + log(Σ count·energy)  +  penalty · (infeasibility)
+
+(the log of seed 001's Eq. 6.5 EDP: same optimum, better conditioned), on the minimal hardware
+inferred from the tiles (``hw_mode: min_hw``; or free/fixed hardware), counting padded DIM x DIM
+blocks when instruction-aware (`baco.instructions`). Every ``round_every`` steps each start is
+rounded to a valid design (`baco.rounding`: nearest divisors, argmax loop orders, rounded
+stages, the array filled, minimal hardware in 1 KB steps) and scored exactly; the best design
+is kept. A start whose steps are used up makes way for a new random one.
+
+**Refinement** (the rest). Rounding loses part of what descent found; exact local moves around
+the best design (`baco.refine`) win some of it back. The importance scheduler
+(`baco.importance`, §6.5, Eq. 6.7-6.9) picks the layers each round explores and abandons those
+that stop improving; without it the layers take turns. With ``importance.mask_descent`` it
+also chooses which layers take each descent round's steps (the others' updates masked).
+
+Sample accounting (`baco.result`): a gradient step of one start, the exact score of one
+rounded design or neighbour, each whole-network start candidate and each start's own design
+count one sample each.
+
+A run checkpoints (``checkpoint=PATH``) every few rounds into one ``.npz`` written atomically;
+``resume=True`` continues from it bit-identically (same final design, EDP and history).
+A non-finite loss or gradient sends the start back to its last point with a finite loss, with
+half the learning rate and a `CodesignWarning`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import json
+import math
+import os
+import pathlib
+import sys
+import time
+import types
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from accel.arch import HardwareConfig
+from accel.mapping import Mapping
+from baco import instructions
+from baco.config import CodesignConfig
+from baco.importance import ImportanceConfig, ImportanceScheduler
+from baco.refine import global_moves, neighbours
+from baco.result import CodesignResult, HistoryPoint, LayerResult
+from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
+from perfmodels import relax
+from perfmodels.analytic import fast_jit
+from workloads.errors import ConfigError, InfeasibleError
+from workloads.network import Network
+
+__all__ = ["CodesignWarning", "RoundInfo", "codesign", "objective"]
+
+CHECKPOINT_VERSION = 1
+GLOBAL_MOVES = 32
+"""Most whole-network moves (`baco.refine.global_moves`) per refinement round."""
+
+
+class CodesignWarning(UserWarning):
+    """Something the search recovered from (a non-finite loss) that the user should know."""
+
+
+class RoundInfo(NamedTuple):
+    """Progress after a round, passed to ``on_round``."""
+
+    round: int
+    samples: int
+    budget_samples: int
+    best_edp: float
+    seconds: float
+
+
+# --------------------------------------------------------------------------- objective
+class Settings(NamedTuple):
+    """Static (hashable) settings of the jitted step: jit retraces only when they change."""
+
+    aware: bool
+    penalty: float
+    log_max_pe: float
+    log_max_sp_kb: float
+    log_max_acc_kb: float
+    learning_rate: float
+    decay_steps: int
+    lr_final_fraction: float
+    round_steps: int
+    objective: Callable[..., Any]
+
+
+def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings
+              ) -> tuple[Any, tuple[Any, Any]]:
+    """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``.
+
+    Penalties (log excess, times ``settings.penalty``): buffer overflow and fan-out beyond the
+    hardware (free/fixed modes), PE dims beyond ``max_pe_dim``, buffers beyond
+    ``max_sp_kb``/``max_acc_kb``.
+    """
+    maps, hwp = relax.decode(theta, space)
+    template = space.template
+    if space.hw_mode == "min_hw":
+        hwp = instructions.infer_hw(template, space.base, space.layers, maps, space.tau,
+                                    settings.aware)
+    metrics = jax.vmap(lambda layer, m: instructions.evaluate(template, layer, hwp, m,
+                                                              settings.aware))(space.layers, maps)
+    cycles = (metrics.cycles * space.counts).sum()
+    energy_pj = (metrics.energy_pj * space.counts).sum()
+    excess = (metrics.overflow + metrics.fanout_excess).sum()
+    for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
+                         (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb)):
+        excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
+    loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
+    return loss, (cycles, energy_pj)
+
+
+# --------------------------------------------------------------------------- optimizer
+class _Empty(NamedTuple):
+    pass
+
+
+def mask_layers(scaled: bool) -> optax.GradientTransformationExtraArgs:
+    """Zero the updates of the layers the scheduler did not choose (extra arg ``layer_mask``,
+    ``[layer]``); with `scaled`, also multiply everything by ``update_scale`` (the start's
+    learning-rate factor, halved after a non-finite step)."""
+
+    def init_fn(params: Any) -> _Empty:
+        del params
+        return _Empty()
+
+    def update_fn(updates: relax.RelaxedPoint, state: _Empty, params: Any = None, *,
+                  layer_mask: Any, update_scale: Any = 1.0, **extra: Any) -> tuple[Any, _Empty]:
+        del params, extra
+        scale = update_scale if scaled else 1.0
+
+        def per_layer(u: Any) -> Any:
+            return u * layer_mask.reshape(layer_mask.shape + (1,) * (u.ndim - 1)) * scale
+
+        maps = jax.tree_util.tree_map(per_layer, updates.mappings)
+        hw = None if updates.hw is None else jax.tree_util.tree_map(lambda u: u * scale,
+                                                                   updates.hw)
+        return relax.RelaxedPoint(mappings=maps, hw=hw), state
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def make_optimizer(settings: Settings) -> optax.GradientTransformationExtraArgs:
+    """Adam with a cosine decay over a start's steps, between the layer masks."""
+    schedule = optax.cosine_decay_schedule(settings.learning_rate, settings.decay_steps,
+                                           alpha=settings.lr_final_fraction)
+    return optax.chain(mask_layers(scaled=False), optax.scale_by_adam(),
+                       optax.scale_by_learning_rate(schedule), mask_layers(scaled=True))
+
+
+def _where_tree(cond: Any, new: Any, old: Any) -> Any:
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(cond, a, b), new, old)
+
+
+def _all_finite(tree: Any) -> Any:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
+    return jnp.stack(leaves).all()
+
+
+@functools.partial(fast_jit, static_argnames=("settings",))
+def run_round(thetas: relax.RelaxedPoint, opt_states: Any, masks: Any, scales: Any,
+              n_steps: Any, space: relax.RelaxSpace, settings: Settings
+              ) -> tuple[Any, Any, Any, Any]:
+    """``settings.round_steps`` Adam steps of every start (vmapped), as one `lax.scan`.
+
+    Start s takes its first ``n_steps[s]`` steps (the rest are no-ops, so the last round of a
+    budget compiles once). When a start's loss or gradient turns non-finite, it goes back to
+    its last good point -- the last parameters (and optimizer state) whose loss was finite --
+    and stops for the round. Returns ``(thetas, opt_states, last finite loss [S], finite
+    [S])``.
+    """
+    opt = make_optimizer(settings)
+    grad_fn = jax.value_and_grad(
+        lambda th: settings.objective(th, space, settings), has_aux=True)
+
+    def one(theta: Any, state: Any, good: Any, mask: Any, scale: Any, active: Any
+            ) -> tuple[Any, ...]:
+        (loss, _), grads = grad_fn(theta)
+        updates, new_state = opt.update(grads, state, theta, layer_mask=mask, update_scale=scale)
+        new_theta = optax.apply_updates(theta, updates)
+        ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(new_theta)
+        step = active & ok
+        restore = active & ~ok
+        theta_out = _where_tree(step, new_theta, _where_tree(restore, good[0], theta))
+        state_out = _where_tree(step, new_state, _where_tree(restore, good[1], state))
+        good = _where_tree(step, (theta, state), good)     # theta's loss was finite
+        return theta_out, state_out, good, jnp.where(step, loss, jnp.nan), ok | ~active
+
+    def body(carry: Any, i: Any) -> tuple[Any, None]:
+        theta, state, good, last, finite = carry
+        active = (i < n_steps) & finite
+        theta, state, good, loss, ok = jax.vmap(one)(theta, state, good, masks, scales, active)
+        last = jnp.where(active & ok, loss, last)
+        return (theta, state, good, last, finite & ok), None
+
+    init = (thetas, opt_states, (thetas, opt_states),
+            jnp.full(n_steps.shape, jnp.nan, jnp.float32), jnp.ones(n_steps.shape, bool))
+    (thetas, opt_states, _, last, finite), _ = jax.lax.scan(
+        body, init, jnp.arange(settings.round_steps))
+    return thetas, opt_states, last, finite
+
+
+@fast_jit
+def _decode_many(thetas: relax.RelaxedPoint, space: relax.RelaxSpace) -> Any:
+    maps, _ = jax.vmap(relax.decode, in_axes=(0, None))(thetas, space)
+    return maps
+
+
+# --------------------------------------------------------------------------- starts
+def random_hardware(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: int,
+                    max_sp_kb: float | None, max_acc_kb: float | None) -> HardwareConfig:
+    """DOSA's ``gen_random_hw_config`` within the bounds: PE dim 2^U{1..7}, buffers
+    2^U{0..11} KiB (seed 001 §6.6.1: random hardware starts, PE <= 128x128, 1 KB steps)."""
+    top = max(1, math.floor(math.log2(max_pe_dim)))
+    pe = min(2 ** int(rng.integers(1, top + 1)), max_pe_dim)
+
+    def kb(limit: float | None) -> float:
+        value = float(2 ** rng.integers(0, 12))
+        return value if limit is None else min(value, float(limit))
+
+    return dataclasses.replace(base, pe_rows=pe, pe_cols=pe, sp_kb=kb(max_sp_kb),
+                               acc_kb=kb(max_acc_kb), name="random_start")
+
+
+def start_mappings(rounder: Rounder, hw: HardwareConfig, rng: np.random.Generator,
+                   candidates: int, stages: int | None = None) -> tuple[list[Mapping], int]:
+    """Per layer, the best (by layer EDP) of `candidates` mappings that fit `hw`: Gemmini's
+    library tiling (`baco.search.gemmini_tiler`, on a Gemmini template) and draws of the
+    Timeloop-like random-pruned mapper (`baco.search.random_pruned`).
+
+    A stand-in for DOSA's CoSA start points, shared by BACO and the DOSA-style baseline.
+    Candidate i of every layer forms one whole-network point, so this costs `candidates`
+    samples (returned with the mappings).
+    """
+    from baco.search.gemmini_tiler import gemmini_mapping
+    from baco.search.random_pruned import pruned_mappings
+
+    tags = hw.template_spec.tags
+    per_layer: list[list[Mapping]] = []
+    for layer in rounder.layers:
+        options: list[Mapping] = []
+        if hw.template == "gemmini":
+            try:
+                m, _ = gemmini_mapping(layer, hw)
+                options.append(m if stages is None else m.with_stages(stages))
+            except (InfeasibleError, ConfigError):   # hardware too small for the tiler
+                pass
+        want = candidates - len(options)
+        if want > 0:
+            try:
+                batch, _ = pruned_mappings(layer, hw, want, rng, stages=stages)
+                options += [batch.mapping(i, tags) for i in range(batch.size)]
+            except (InfeasibleError, ValueError):
+                # ValueError: `MappingBatch.keys` cannot reshape an empty batch (nothing drawn
+                # fits a tiny random start); the tiler's mapping or the fallback remains.
+                pass
+        if not options:
+            options = [_outermost(layer, hw, stages or 1)]
+        per_layer.append([options[i % len(options)] for i in range(candidates)])
+    designs = [design_of(hw, [opts[i] for opts in per_layer]) for i in range(candidates)]
+    metrics = rounder.score(designs)                                   # [cand, layer]
+    edp = np.where(np.isfinite(metrics.edp) & (metrics.overflow <= 1e-6), metrics.edp, np.inf)
+    pick = np.argmin(edp, axis=0)
+    return [per_layer[b][int(pick[b])] for b in range(len(per_layer))], candidates
+
+
+def _outermost(layer: Any, hw: HardwareConfig, stages: int) -> Mapping:
+    """Every loop at the outermost level: the smallest tiles there are."""
+    template = hw.template_spec
+    n = template.num_levels
+    temporal = np.ones((n, 7), np.int64)
+    temporal[-1] = [layer.dims[d] for d in layer.dims]
+    return Mapping.create(temporal, tags=template.tags).with_stages(stages)
+
+
+def relaxed_from_mappings(space: relax.RelaxSpace, mappings: Sequence[Mapping],
+                          softness: float, hw: HardwareConfig | None = None
+                          ) -> relax.RelaxedPoint:
+    """A relaxed point near `mappings`: factor logits ``log(share + softness)`` (soft enough
+    that gradients still move every slot), uniform order weights, stages 2.
+
+    Its factors decode to the mappings' up to the softness; orders start undecided.
+    """
+    template = space.template
+    t_mask, s_mask = template.temporal_mask, template.spatial_mask
+    log_dims = np.log(np.asarray(space.layers.dims, np.float64))               # [B, 7]
+    lt = np.log(np.stack([m.temporal for m in mappings]).astype(np.float64))   # [B, L, 7]
+    ls = np.log(np.stack([m.spatial for m in mappings]).astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ft = np.where(log_dims[:, None] > 0, lt / log_dims[:, None], 0.0)
+        fs = np.where(log_dims[:, None] > 0, ls / log_dims[:, None], 0.0)
+    t_logits = np.where(t_mask, np.log(ft + softness), 0.0)
+    s_logits = np.where(s_mask, np.log(fs + softness), 0.0)
+    n_layers, n_levels = lt.shape[:2]
+    stage = float(np.log(1.0 / 3.0) - np.log(2.0 / 3.0))     # decodes to 2 stages
+    maps = relax.RelaxedMapping(
+        temporal_logits=t_logits.astype(np.float32), spatial_logits=s_logits.astype(np.float32),
+        order_logits=np.zeros((n_layers, n_levels, space.num_candidates), np.float32),
+        stage_logits=np.full((n_layers, n_levels), stage, np.float32))
+    hw_point = None
+    if space.hw_mode == "free":
+        src = hw or space.base_config
+        hw_point = relax.RelaxedHardware(*(np.float32(np.log(x)) for x in (
+            src.pe_rows, src.pe_cols, src.sp_kb, src.acc_kb)))
+    return relax.RelaxedPoint(mappings=maps, hw=hw_point)
+
+
+# --------------------------------------------------------------------------- the search
+def _stack(items: Sequence[Any]) -> Any:
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *items)
+
+
+def _set_row(tree: Any, row: int, value: Any) -> Any:
+    return jax.tree_util.tree_map(lambda a, v: a.at[row].set(v), tree, value)
+
+
+def _row(tree: Any, row: int) -> Any:
+    return jax.tree_util.tree_map(lambda a: a[row], tree)
+
+
+def resolve_network(network: Network | str) -> Network:
+    if isinstance(network, Network):
+        return network
+    from baco.networks import load_network
+    return load_network(network)
+
+
+def base_hardware(template: str, hardware: HardwareConfig | None) -> HardwareConfig:
+    if hardware is not None:
+        if hardware.template != template and template != "gemmini":
+            raise ConfigError(f"hardware uses template {hardware.template!r}, not {template!r}")
+        return hardware
+    return HardwareConfig(template=template)
+
+
+class _Search:
+    """The state of one run and the steps that advance it; see the module docstring."""
+
+    def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig) -> None:
+        self.net = net
+        self.config = config
+        self.layers = list(net.layers)
+        self.counts = np.asarray(net.counts, np.float64)
+        self.base_hw = hw
+        self.rounder = Rounder(hw, self.layers, hw_mode=config.hw_mode,
+                               aware=config.instruction_aware, max_pe_dim=config.max_pe_dim,
+                               sram_step_kb=config.sram_step_kb, max_sp_kb=config.max_sp_kb,
+                               max_acc_kb=config.max_acc_kb, nearest=config.nearest)
+        self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
+                                             hw_mode=config.hw_mode, tau=config.tau)
+        big = math.log(1e12)
+        self.settings = Settings(
+            aware=config.instruction_aware, penalty=config.penalty,
+            log_max_pe=math.log(config.max_pe_dim),
+            log_max_sp_kb=big if config.max_sp_kb is None else math.log(config.max_sp_kb),
+            log_max_acc_kb=big if config.max_acc_kb is None else math.log(config.max_acc_kb),
+            learning_rate=config.learning_rate, decay_steps=config.steps_per_start,
+            lr_final_fraction=config.lr_final_fraction,
+            round_steps=min(config.round_every, config.steps_per_start),
+            objective=objective)
+        self.key = jax.random.PRNGKey(config.seed)
+        imp = config.importance
+        self.importance_config = ImportanceConfig(alpha=imp.alpha, beta=imp.beta,
+                                                  window=imp.window, patience=imp.patience)
+        S = config.starts
+        self.samples = 0
+        self.round = 0
+        self.next_start = 0
+        self.slot_start = np.full(S, -1, np.int64)      # id of the start in each slot (-1: none)
+        self.slot_steps = np.zeros(S, np.int64)
+        self.scales = np.ones(S, np.float32)
+        self.schedulers: list[ImportanceScheduler | None] = [None] * S
+        self.best: Design | None = None
+        self.best_edp = math.inf
+        self.history: list[tuple[int, float, float]] = []   # (samples, seconds, best_edp)
+        self.seconds_before = 0.0
+        self.started = time.perf_counter()
+        self.warnings: list[str] = []
+        self.thetas: Any = None
+        self.opt_states: Any = None
+        self.done = False
+        self.phase = "descent"
+        self.descent_budget = round(config.budget_samples * (1.0 - config.refine_fraction))
+        self.refiner: ImportanceScheduler | None = None
+        self.cursor = 0                                   # round-robin refinement order
+
+    # ------------------------------------------------------------------ bookkeeping
+    def seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.started
+
+    def _consider(self, designs: list[Design], edps: np.ndarray) -> None:
+        for design, edp in zip(designs, edps):
+            if np.isfinite(edp) and edp < self.best_edp:
+                self.rounder.check(design)
+                self.best, self.best_edp = design, float(edp)
+                self.history.append((self.samples, self.seconds(), self.best_edp))
+
+    def _new_start(self, slot: int) -> tuple[relax.RelaxedPoint, Any]:
+        """Draw start number `self.next_start` into `slot`; charges its samples."""
+        cfg = self.config
+        start_id = self.next_start
+        self.next_start += 1
+        key = jax.random.fold_in(self.key, start_id)
+        seed = np.asarray(jax.random.randint(key, (4,), 0, np.iinfo(np.int32).max))
+        rng = np.random.default_rng(seed.astype(np.uint64))
+        if cfg.hw_mode == "fixed":
+            hw = self.base_hw
+        else:
+            hw = random_hardware(rng, self.base_hw, cfg.max_pe_dim, cfg.max_sp_kb,
+                                 cfg.max_acc_kb)
+        mappings, cost = start_mappings(self.rounder, hw, rng, cfg.start_mappings)
+        self.samples += cost
+        # The start itself is a design (on its random hardware): score it, keep it if best.
+        design = design_of(hw, mappings)
+        edp = network_edp(self.rounder.score([design]), self.counts)[0]
+        self.samples += 1
+        try:
+            self._consider([design], edp)
+        except InfeasibleError:     # a layer with no fitting candidate: descent will fix it
+            pass
+        theta = relaxed_from_mappings(self.space, mappings, cfg.init_softness, hw)
+        theta = jax.tree_util.tree_map(jnp.asarray, theta)
+        state = make_optimizer(self.settings).init(theta)
+        self.slot_start[slot] = start_id
+        self.slot_steps[slot] = 0
+        self.scales[slot] = 1.0
+        self.schedulers[slot] = ImportanceScheduler(self.layers, list(self.net.counts),
+                                                    self.importance_config)
+        return theta, state
+
+    def _slot_finished(self, slot: int) -> bool:
+        if self.slot_start[slot] < 0:
+            return True
+        sched = self.schedulers[slot]
+        return (self.slot_steps[slot] >= self.config.steps_per_start
+                or (self._masking and sched is not None and sched.finished))
+
+    @property
+    def _masking(self) -> bool:
+        return self.config.importance.enabled and self.config.importance.mask_descent
+
+    # ------------------------------------------------------------------ one round
+    def step_round(self) -> bool:
+        """One round of the current phase; False when the budget is spent."""
+        if self.phase == "descent":
+            if self._descent_round():
+                self.round += 1
+                return True
+            self.phase = "refine"
+        if self.best is None or not self._refine_round():
+            return False
+        self.round += 1
+        return True
+
+    def _descent_round(self) -> bool:
+        """Plan, descend, round and score one round of every start; False when the descent's
+        share of the budget is spent."""
+        cfg = self.config
+        S = cfg.starts
+        budget = self.descent_budget
+        n_steps = np.zeros(S, np.int32)
+        fresh: dict[int, tuple[Any, Any]] = {}
+        remaining = budget - self.samples
+        for s in range(S):
+            if self._slot_finished(s):
+                if remaining < cfg.start_mappings + 3:
+                    self.slot_start[s] = -1
+                    continue
+                fresh[s] = self._new_start(s)
+                remaining -= cfg.start_mappings + 1
+            steps = min(self.settings.round_steps, cfg.steps_per_start - self.slot_steps[s],
+                        remaining - 1)
+            if steps <= 0:
+                continue
+            n_steps[s] = steps
+            remaining -= steps + 1
+        if fresh:
+            if self.thetas is None:
+                rows = [fresh[s] if s in fresh else next(iter(fresh.values())) for s in range(S)]
+                self.thetas = _stack([r[0] for r in rows])
+                self.opt_states = _stack([r[1] for r in rows])
+            else:
+                for s, (theta, state) in fresh.items():
+                    self.thetas = _set_row(self.thetas, s, theta)
+                    self.opt_states = _set_row(self.opt_states, s, state)
+        active = n_steps > 0
+        if not active.any():
+            return False
+
+        masks = np.ones((S, len(self.layers)), np.float32)
+        chosen: dict[int, np.ndarray] = {}
+        if self._masking:
+            for s in np.flatnonzero(active):
+                pick = self.schedulers[s].select(cfg.importance.layers_per_round)
+                masks[s] = 0.0
+                masks[s, pick] = 1.0
+                chosen[int(s)] = pick
+        thetas, opt_states, _, finite = run_round(
+            self.thetas, self.opt_states, jnp.asarray(masks), jnp.asarray(self.scales),
+            jnp.asarray(n_steps), self.space, settings=self.settings)
+        finite = np.asarray(finite)
+        self.thetas, self.opt_states = thetas, opt_states
+        self.samples += int(n_steps.sum())
+        self.slot_steps += n_steps
+        for s in np.flatnonzero(active & ~finite):
+            self.scales[s] *= 0.5
+            message = (f"start {int(self.slot_start[s])}: non-finite loss or gradient in round "
+                       f"{self.round}; restored its last good point and halved its learning "
+                       f"rate (x{self.scales[s]:g})")
+            self.warnings.append(message)
+            warnings.warn(message, CodesignWarning, stacklevel=3)
+
+        # Round every start (a fixed batch: one compilation), score exactly, keep the
+        # active starts' designs.
+        idx = np.flatnonzero(active)
+        maps = jax.tree_util.tree_map(np.asarray, _decode_many(self.thetas, self.space))
+        orders = argmax_orders(maps.order_weights, self.space.orders)
+        designs = self.rounder.round(maps.log_temporal, maps.log_spatial, orders, maps.stages)
+        metrics = self.rounder.score(designs)
+        self.samples += len(idx)
+        edps, _, _ = network_edp(metrics, self.counts)
+        self._consider([designs[s] for s in idx], edps[idx])
+        for s in idx:
+            if self._masking and int(s) in chosen:
+                pick = chosen[int(s)]
+                self.schedulers[s].record(pick, metrics.energy_pj[s, pick],
+                                          metrics.cycles[s, pick])
+            if cfg.snap_to_rounded:
+                snapped = relaxed_from_mappings(self.space, designs[s].mappings(),
+                                                cfg.init_softness, designs[s].hw)
+                theta_s = _row(self.thetas, int(s))
+                theta_s = theta_s._replace(mappings=theta_s.mappings._replace(
+                    temporal_logits=jnp.asarray(snapped.mappings.temporal_logits),
+                    spatial_logits=jnp.asarray(snapped.mappings.spatial_logits)))
+                self.thetas = _set_row(self.thetas, int(s), theta_s)
+        return True
+
+    def _refine_round(self) -> bool:
+        """Exact local moves on the chosen layers of the best design (`baco.refine`)."""
+        cfg = self.config
+        remaining = cfg.budget_samples - self.samples
+        if remaining <= 0:
+            return False
+        k = min(cfg.importance.layers_per_round, len(self.layers))
+        if cfg.importance.enabled:
+            if self.refiner is None or self.refiner.finished:
+                # The descent was every layer's first round (the scheduler's warm-up, t = 1):
+                # start from each layer's exact (energy, latency) in the best design.
+                self.refiner = ImportanceScheduler(self.layers, list(self.net.counts),
+                                                   self.importance_config)
+                now = self.rounder.score([self.best])
+                every = np.arange(len(self.layers))
+                self.refiner.record(every, np.asarray(now.energy_pj[0], np.float64),
+                                    np.asarray(now.cycles[0], np.float64))
+            pick = self.refiner.select(k)
+        else:
+            pick = np.sort((self.cursor + np.arange(k)) % len(self.layers))
+            self.cursor = (self.cursor + k) % len(self.layers)
+        key = jax.random.fold_in(jax.random.fold_in(self.key, 1 << 20), self.round)
+        rng = np.random.default_rng(np.asarray(
+            jax.random.randint(key, (4,), 0, np.iinfo(np.int32).max)).astype(np.uint64))
+        best = self.best
+        candidates = np.asarray(self.space.orders[0, 0])
+        owners, arrays = neighbours(self.rounder, best, pick, cfg.refine_moves, rng, candidates)
+        extra = global_moves(self.rounder, best, candidates)[:GLOBAL_MOVES]
+        if extra:
+            owners = owners + [-1] * len(extra)
+            arrays = tuple(np.concatenate([a, np.stack([x[i] for x in extra])])
+                           for i, a in enumerate(arrays))
+        T, S, O, ST = arrays
+        owners = owners[:remaining]
+        n = len(owners)
+        if n == 0:
+            return False
+        batch = k * cfg.refine_moves + GLOBAL_MOVES    # fixed batch size: one compilation
+        pad = batch - n
+
+        def padded(x: np.ndarray, base: np.ndarray) -> np.ndarray:
+            return np.concatenate([x[:n], np.repeat(base[None], pad, axis=0)])
+
+        designs = self.rounder.finish(padded(T, best.temporal), padded(S, best.spatial),
+                                      padded(O, best.order), padded(ST, best.stages))[:n]
+        metrics = self.rounder.score(designs + [designs[0]] * pad)
+        self.samples += n
+        edps, _, _ = network_edp(metrics, self.counts)
+        edps = edps[:n]
+        current = self.best_edp
+        # Per layer, its best improving move; then all of them together (one more sample).
+        improving = {}
+        for j in np.argsort(edps, kind="stable"):
+            b = owners[j]
+            if edps[j] < current and b >= 0 and b not in improving:
+                improving[b] = int(j)
+        self._consider(designs, edps)
+        if len(improving) > 1 and self.samples < cfg.budget_samples:
+            T2, S2, O2, ST2 = (best.temporal.copy(), best.spatial.copy(), best.order.copy(),
+                               best.stages.copy())
+            for b, j in improving.items():
+                T2[b], S2[b], O2[b], ST2[b] = T[j, b], S[j, b], O[j, b], ST[j, b]
+            combined = self.rounder.finish(T2[None], S2[None], O2[None], ST2[None])
+            edp_c = network_edp(self.rounder.score(combined), self.counts)[0]
+            self.samples += 1
+            self._consider(combined, edp_c)
+        if self.refiner is not None and cfg.importance.enabled:
+            # each chosen layer's (energy, latency) in the best design after its round
+            now = self.rounder.score([self.best])
+            self.refiner.record(pick, np.asarray(now.energy_pj[0, pick], np.float64),
+                                np.asarray(now.cycles[0, pick], np.float64))
+        return True
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bit-identically, as numpy arrays and JSON."""
+        arrays: dict[str, np.ndarray] = {}
+        if self.thetas is not None:
+            for i, leaf in enumerate(jax.tree_util.tree_leaves(self.thetas)):
+                arrays[f"theta_{i}"] = np.asarray(leaf)
+            for i, leaf in enumerate(jax.tree_util.tree_leaves(self.opt_states)):
+                arrays[f"opt_{i}"] = np.asarray(leaf)
+        if self.best is not None:
+            for name in ("temporal", "spatial", "order", "stages"):
+                arrays[f"best_{name}"] = getattr(self.best, name)
+        meta = {
+            "version": CHECKPOINT_VERSION,
+            "config": self.config.to_dict(),
+            "network": self.net.to_dict()["layers"],
+            "hardware": self.base_hw.to_dict(),
+            "samples": self.samples, "round": self.round, "next_start": self.next_start,
+            "slot_start": self.slot_start.tolist(), "slot_steps": self.slot_steps.tolist(),
+            "scales": self.scales.tolist(),
+            "schedulers": [None if s is None else s.state_dict() for s in self.schedulers],
+            "best_hw": None if self.best is None else self.best.hw.to_dict(),
+            "best_edp": self.best_edp, "history": self.history,
+            "seconds": self.seconds(), "warnings": self.warnings, "done": self.done,
+            "has_theta": self.thetas is not None, "phase": self.phase,
+            "refiner": None if self.refiner is None else self.refiner.state_dict(),
+            "cursor": self.cursor,
+        }
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        return arrays
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], where: str) -> None:
+        meta = json.loads(arrays["meta"].tobytes().decode())
+        if meta.get("version") != CHECKPOINT_VERSION:
+            raise ConfigError(f"checkpoint {where}: version {meta.get('version')} is not "
+                              f"{CHECKPOINT_VERSION}; delete it to start over")
+        for key, mine in (("config", self.config.to_dict()),
+                          ("network", self.net.to_dict()["layers"]),
+                          ("hardware", self.base_hw.to_dict())):
+            if json.loads(json.dumps(mine)) != meta[key]:
+                raise ConfigError(f"checkpoint {where}: it was written for a different {key}; "
+                                  "resume with the same config, or delete it to start over")
+        self.samples, self.round = meta["samples"], meta["round"]
+        self.next_start = meta["next_start"]
+        self.slot_start = np.asarray(meta["slot_start"], np.int64)
+        self.slot_steps = np.asarray(meta["slot_steps"], np.int64)
+        self.scales = np.asarray(meta["scales"], np.float32)
+        self.schedulers = []
+        for state in meta["schedulers"]:
+            if state is None:
+                self.schedulers.append(None)
+                continue
+            sched = ImportanceScheduler(self.layers, list(self.net.counts),
+                                        self.importance_config)
+            sched.load_state_dict(state)
+            self.schedulers.append(sched)
+        self.best_edp = float(meta["best_edp"])
+        self.history = [tuple(h) for h in meta["history"]]
+        self.seconds_before = float(meta["seconds"])
+        self.started = time.perf_counter()
+        self.warnings = list(meta["warnings"])
+        self.done = bool(meta["done"])
+        self.phase = meta["phase"]
+        self.cursor = int(meta["cursor"])
+        if meta["refiner"] is not None:
+            self.refiner = ImportanceScheduler(self.layers, list(self.net.counts),
+                                               self.importance_config)
+            self.refiner.load_state_dict(meta["refiner"])
+        if meta["best_hw"] is not None:
+            self.best = Design(hw=HardwareConfig.from_dict(meta["best_hw"]),
+                               temporal=arrays["best_temporal"], spatial=arrays["best_spatial"],
+                               order=arrays["best_order"], stages=arrays["best_stages"])
+        if meta["has_theta"]:
+            probe_theta = relaxed_from_mappings(
+                self.space, [_outermost(x, self.base_hw, 1) for x in self.layers], 0.5,
+                self.base_hw)
+            probe_theta = jax.tree_util.tree_map(jnp.asarray, probe_theta)
+            probe_state = make_optimizer(self.settings).init(probe_theta)
+            theta_def = jax.tree_util.tree_structure(probe_theta)
+            state_def = jax.tree_util.tree_structure(probe_state)
+            self.thetas = jax.tree_util.tree_unflatten(
+                theta_def, [jnp.asarray(arrays[f"theta_{i}"])
+                            for i in range(theta_def.num_leaves)])
+            self.opt_states = jax.tree_util.tree_unflatten(
+                state_def, [jnp.asarray(arrays[f"opt_{i}"]) for i in range(state_def.num_leaves)])
+
+    # ------------------------------------------------------------------ result
+    def result(self) -> CodesignResult:
+        if self.best is None:
+            raise InfeasibleError("codesign: the budget ended before any design was rounded; "
+                                  "raise codesign.budget_samples")
+        mappings = self.rounder.check(self.best)
+        metrics = self.rounder.score([self.best])
+        plain = (plain_edp(self.best, self.layers, self.counts)
+                 if self.config.instruction_aware else None)
+        layers = tuple(
+            LayerResult(layer=layer, count=int(count), mapping=m,
+                        latency_cycles=float(metrics.cycles[0, b]),
+                        energy_pj=float(metrics.energy_pj[0, b]))
+            for b, (layer, count, m) in enumerate(zip(self.layers, self.net.counts, mappings)))
+        history = tuple(HistoryPoint(samples=int(s), seconds=float(t), best_edp=float(e))
+                        for s, t, e in self.history)
+        extra = {
+            "scorer": "instruction_aware" if self.config.instruction_aware else "analytic",
+            "rounds": self.round, "starts_drawn": self.next_start,
+            "config": self.config.to_dict(), "warnings": list(self.warnings),
+        }
+        if plain is not None:
+            extra["edp_analytic"] = plain
+        return CodesignResult(method="baco", network=self.net.name, hardware=self.best.hw,
+                              layers=layers, samples=self.samples, history=history,
+                              seed=self.config.seed, extra=extra)
+
+
+def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> float:
+    """The design's EDP under the plain (instruction-agnostic) analytic model."""
+    from perfmodels.analytic import exact_batch
+    out = exact_batch(list(layers), design.hw, design.mappings(), check=False)
+    cycles = float(np.asarray(out.cycles, np.float64) @ counts)
+    energy_pj = float(np.asarray(out.energy_pj, np.float64) @ counts)
+    return cycles * energy_pj
+
+
+def save_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
+    """Write `arrays` to `path` (``.npz``) atomically: a temp file, then `os.replace`."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(buffer.getvalue())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"checkpoint {path}: cannot read ({exc}); delete it to start over"
+                          ) from None
+
+
+def codesign(network: Network | str, template: str = "gemmini",
+             config: CodesignConfig | None = None, *, hardware: HardwareConfig | None = None,
+             progress: bool = False, checkpoint: str | os.PathLike | None = None,
+             resume: bool = False, on_round: Callable[[RoundInfo], None] | None = None
+             ) -> CodesignResult:
+    """Co-design an accelerator of `template` and every layer's program for `network`.
+
+    Args:
+      network: a `workloads.Network`, a zoo name (``"resnet50"``) or an ONNX path.
+      template: the accelerator template (``"gemmini"``); ignored if `hardware` is given.
+      config: the search's hyperparameters (`CodesignConfig`).
+      hardware: base hardware; its template and fixed fields (DRAM bandwidth, word widths)
+        are kept, and in ``fixed`` mode it is the hardware.
+      progress: show a progress bar (rich) on stderr.
+      checkpoint: ``.npz`` path written every ``config.checkpoint_every`` rounds and at the end.
+      resume: continue from `checkpoint` if it exists (same config required).
+      on_round: called after every round with a `RoundInfo`.
+
+    Returns:
+      A `CodesignResult` (method ``"baco"``): the best rounded design, scored exactly.
+
+    >>> import workloads
+    >>> from workloads.layer import Layer
+    >>> net = workloads.Network.from_layers("tiny", [Layer.gemm(M=64, K_red=64, N_out=64)])
+    >>> cfg = CodesignConfig(budget_samples=60, starts=2, steps_per_start=20, round_every=10)
+    >>> result = codesign(net, config=cfg)
+    >>> result.samples <= 60 and result.edp > 0
+    True
+    """
+    config = config or CodesignConfig()
+    net = resolve_network(network)
+    hw = base_hardware(template, hardware)
+    search = _Search(net, hw, config)
+    ckpt = pathlib.Path(checkpoint) if checkpoint is not None else None
+    if resume and ckpt is not None and ckpt.exists():
+        search.load_state_dict(load_checkpoint(ckpt), str(ckpt))
+    bar = Progress(config.budget_samples, enabled=progress)
+    try:
+        bar.update(search.samples, search.best_edp)
+        while not search.done:
+            if not search.step_round():
+                search.done = True
+            bar.update(search.samples, search.best_edp)
+            if ckpt is not None and (search.done or search.round % config.checkpoint_every == 0):
+                save_checkpoint(ckpt, search.state_dict())
+            if on_round is not None:
+                on_round(RoundInfo(search.round, search.samples, config.budget_samples,
+                                   search.best_edp, search.seconds()))
+    finally:
+        bar.close()
+    return search.result()
+
+
+class Progress:
+    """A rich progress bar over samples, showing the best EDP (a no-op when disabled)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.bar = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        self.bar = Progress(TextColumn("[bold]baco[/] {task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("samples"), TimeElapsedColumn(),
+                            console=Console(stderr=True))
+        self.task = self.bar.add_task("best EDP -", total=total)
+        self.bar.start()
+
+    def update(self, samples: int, best_edp: float) -> None:
+        if self.bar is not None:
+            text = "best EDP -" if not math.isfinite(best_edp) else f"best EDP {best_edp:.4g}"
+            self.bar.update(self.task, completed=samples, description=text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+class _CallableModule(types.ModuleType):
+    """``baco.codesign`` is both this module and the function: the package attribute becomes
+    the module as soon as anything imports it, so the module forwards calls to `codesign`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> CodesignResult:
+        return codesign(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,366 @@
+"""Run configurations: `CodesignConfig` (the search) and `ExperimentConfig` (a whole run).
+
+Both are frozen dataclasses. `ExperimentConfig.load` reads a YAML file with `yaml.safe_load` and
+checks it against the dataclasses' type hints, so a typo or a wrong type is reported with the key
+path and the file, not as a traceback from deep inside the search:
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "bad.yaml"
+>>> _ = path.write_text("name: x\\nnetwork: resnet50\\ncodesign: {learning_rat: 0.1}\\n")
+>>> try:
+...     ExperimentConfig.load(path)
+... except ConfigError as exc:
+...     print(str(exc).split(": ", 1)[1].split(" (known")[0])
+unknown key 'codesign.learning_rat'; did you mean 'learning_rate'?
+
+A config file looks like ``experiments/configs/resnet50.yaml``::
+
+    name: resnet50
+    network: resnet50                 # a zoo name or a path to an ONNX file
+    hardware: gemmini_default         # fixed fields (bandwidth, word widths) and the template
+    codesign: {seed: 0, budget_samples: 10000, starts: 8, ...}
+    baselines: [gemmini_default, {name: dosa, options: {learning_rate: 7.5e-5}}]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import pathlib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from accel.arch import HardwareConfig
+from workloads.errors import ConfigError
+
+_HW_MODES = ("min_hw", "free", "fixed")
+_NEAREST = ("log", "linear")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportanceSettings:
+    """The importance scheduler (seed 001 §6.5): which layers get the next round of work.
+
+    Each refinement round (`baco.refine`) explores ``layers_per_round`` layers, chosen by the
+    estimate of Eq. 6.7-6.9 (disabled: in turn, round-robin). With ``mask_descent`` the
+    scheduler also chooses the layers whose gradient steps a descent round applies (the
+    others are frozen). ``alpha``, ``beta`` are the thesis's (0.2, 2); ``window`` is the
+    backward window and ``patience`` the rounds without improvement before a layer is
+    abandoned.
+    """
+
+    enabled: bool = True
+    layers_per_round: int = 4
+    mask_descent: bool = False
+    alpha: float = 0.2
+    beta: float = 2.0
+    window: int = 3
+    patience: int = 4
+
+    def __post_init__(self) -> None:
+        _positive(self, "layers_per_round", "window", "patience", prefix="codesign.importance")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"codesign.importance.alpha must be in [0, 1], got {self.alpha}")
+        if self.beta <= 0:
+            raise ConfigError(f"codesign.importance.beta must be positive, got {self.beta}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CodesignConfig:
+    """Hyperparameters of `baco.codesign` (Algorithm 6 with multi-start and periodic rounding).
+
+    Budget: ``budget_samples`` whole-network points scored by the model (`baco.result`); every
+    gradient step of a start, every exact score of a rounded design and every start candidate
+    counts one. ``starts`` descents run side by side (vmapped); each runs ``steps_per_start``
+    steps, rounding every ``round_every``, then makes way for a fresh random start while budget
+    remains.
+
+    Hardware: ``hw_mode`` ``min_hw`` infers the smallest hardware holding every layer's tiles
+    (DOSA's min_hw, smooth during descent), ``free`` descends on PE dims and buffer sizes too,
+    ``fixed`` keeps the experiment's hardware. Rounded designs have PE dims <= ``max_pe_dim``
+    and buffers in ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb`` if set.
+
+    Refinement: the last ``refine_fraction`` of the budget explores ``refine_moves`` exact
+    neighbours per layer and round around the best design, on the layers the importance
+    scheduler picks (`baco.refine`).
+
+    Instruction awareness (``instruction_aware``): the PE array runs DIM x DIM blocks, so a
+    layer whose spatial C or K factor is below DIM pays for the padded rows and columns in
+    compute energy and buffer rows (`baco.instructions`); the search sees it, and the score
+    reported counts it.
+    """
+
+    seed: int = 0
+    budget_samples: int = 10000
+    starts: int = 8
+    steps_per_start: int = 300
+    round_every: int = 50
+    learning_rate: float = 0.05
+    lr_final_fraction: float = 0.1
+    hw_mode: str = "min_hw"
+    instruction_aware: bool = True
+    max_pe_dim: int = 128
+    sram_step_kb: float = 1.0
+    max_sp_kb: float | None = None
+    max_acc_kb: float | None = None
+    start_mappings: int = 4
+    refine_fraction: float = 0.3
+    refine_moves: int = 32
+    init_softness: float = 0.05
+    snap_to_rounded: bool = False
+    penalty: float = 10.0
+    tau: float = 0.05
+    nearest: str = "log"
+    checkpoint_every: int = 5
+    importance: ImportanceSettings = dataclasses.field(default_factory=ImportanceSettings)
+
+    def __post_init__(self) -> None:
+        _positive(self, "budget_samples", "starts", "steps_per_start", "round_every",
+                  "max_pe_dim", "start_mappings", "checkpoint_every", "refine_moves")
+        if not 0.0 <= self.refine_fraction < 1.0:
+            raise ConfigError(f"codesign.refine_fraction must be in [0, 1), got "
+                              f"{self.refine_fraction}")
+        _positive(self, "learning_rate", "sram_step_kb", "penalty")
+        if self.seed < 0:
+            raise ConfigError(f"codesign.seed must be >= 0, got {self.seed}")
+        if self.hw_mode not in _HW_MODES:
+            raise ConfigError(f"codesign.hw_mode must be one of {_HW_MODES}, got "
+                              f"{self.hw_mode!r}")
+        if self.nearest not in _NEAREST:
+            raise ConfigError(f"codesign.nearest must be one of {_NEAREST}, got {self.nearest!r}")
+        if not 0.0 < self.lr_final_fraction <= 1.0:
+            raise ConfigError("codesign.lr_final_fraction must be in (0, 1], got "
+                              f"{self.lr_final_fraction}")
+        if not 0.0 < self.init_softness < 1.0:
+            raise ConfigError(f"codesign.init_softness must be in (0, 1), got "
+                              f"{self.init_softness}")
+        if self.tau < 0:
+            raise ConfigError(f"codesign.tau must be >= 0, got {self.tau}")
+        for key in ("max_sp_kb", "max_acc_kb"):
+            value = getattr(self, key)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"codesign.{key} must be a positive number, got {value}")
+
+    def replace(self, **changes: Any) -> CodesignConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "codesign") -> CodesignConfig:
+        return _build(cls, data, "codesign", where)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineSpec:
+    """One baseline to run beside the co-design: a name in `baco.search.BASELINES` and its
+    keyword options (the sample budget and seed default to the co-design's)."""
+
+    name: str
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole run: the network, the base hardware, the search, the baselines, the output.
+
+    ``network`` is a zoo name (``resnet50``, ``bert:seq=128``) or an ONNX path (relative paths
+    are resolved against the config file's folder), with ``input_shapes`` for dynamic inputs.
+    ``hardware`` names a preset (or gives a mapping) whose template and fixed fields (DRAM
+    bandwidth, word widths) the search keeps; in ``fixed`` mode it is the hardware.
+    """
+
+    name: str
+    network: str
+    input_shapes: dict[str, list[int]] | None = None
+    hardware: str | dict[str, Any] = "gemmini_default"
+    codesign: CodesignConfig = dataclasses.field(default_factory=CodesignConfig)
+    baselines: tuple[BaselineSpec, ...] = ()
+    output: str | None = None
+    source: str = dataclasses.field(default="<dict>", compare=False)
+
+    def hardware_config(self) -> HardwareConfig:
+        if isinstance(self.hardware, str):
+            return HardwareConfig.preset(self.hardware)
+        return HardwareConfig.from_dict(dict(self.hardware), where=f"{self.source}: hardware")
+
+    def network_source(self) -> str:
+        """The network as `baco.load_network` takes it (ONNX paths made absolute)."""
+        text = self.network
+        if text.endswith(".onnx") and self.source not in ("<dict>", "<text>"):
+            path = pathlib.Path(text)
+            if not path.is_absolute():
+                return str((pathlib.Path(self.source).parent / path).resolve())
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.pop("source")
+        out["baselines"] = [{"name": b.name, "options": dict(b.options)} for b in self.baselines]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<dict>") -> ExperimentConfig:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: expected a mapping at the top level, got "
+                              f"{type(data).__name__}")
+        data = dict(data)
+        baselines = data.pop("baselines", None)
+        config = _build(cls, {**data, "source": source}, "", source)
+        specs = _baselines(baselines, source)
+        config = dataclasses.replace(config, baselines=specs)
+        try:
+            config.hardware_config()
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: hardware: {exc}") from None
+        return config
+
+    @classmethod
+    def load(cls, path: str | pathlib.Path) -> ExperimentConfig:
+        path = pathlib.Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"config {path}: cannot read ({exc.strerror})") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError(f"config {path}:{line}: malformed YAML ({problem})") from None
+        return cls.from_dict(data, source=str(path))
+
+
+# --------------------------------------------------------------------------- checking
+def _positive(obj: Any, *names: str, prefix: str = "codesign") -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if not value > 0:
+            raise ConfigError(f"{prefix}.{name} must be positive, got {value}")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin is not None:
+        return {dict: "a mapping", list: "a list", tuple: "a list"}.get(origin, str(tp))
+    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp)))
+
+
+def _check(value: Any, tp: Any, key: str, where: str) -> Any:
+    """`value` converted to `tp` (ints are accepted as floats), or a ConfigError."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _check(value, arg, key, where)
+            except ConfigError:
+                continue
+        raise _wrong_type(value, tp, key, where)
+    if tp is type(None):
+        if value is None:
+            return None
+        raise _wrong_type(value, tp, key, where)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key, where)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise _wrong_type(value, tp, key, where)
+        kt, vt = typing.get_args(tp) or (Any, Any)
+        return {_check(k, kt, f"{key}.{k}", where): _check(v, vt, f"{key}.{k}", where)
+                for k, v in value.items()}
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise _wrong_type(value, tp, key, where)
+        (et, *_) = typing.get_args(tp) or (Any,)
+        items = [_check(v, et, f"{key}[{i}]", where) for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise _wrong_type(value, tp, key, where)
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _wrong_type(value, tp, key, where)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: {key} must be a finite number, got {value!r}")
+            return float(value)
+        raise _wrong_type(value, tp, key, where)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise _wrong_type(value, tp, key, where)
+    raise AssertionError(f"unsupported config type {tp!r}")  # a bug in the dataclasses
+
+
+def _wrong_type(value: Any, tp: Any, key: str, where: str) -> ConfigError:
+    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return ConfigError(f"{where}: {key} must be {_type_name(tp)}, got {shown}")
+
+
+def _build(cls: type, data: Any, prefix: str, where: str) -> Any:
+    """An instance of dataclass `cls` from a mapping, checking keys and types."""
+    label = prefix or "the top level"
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: {label} must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    public = [name for name in fields if name != "source"]
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), public, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where}: unknown key {path!r}{hint} (known: {', '.join(public)})")
+        kwargs[key] = _check(value, hints[key], path, where)
+    for name, field in fields.items():
+        if (field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+                and name not in kwargs):
+            path = f"{prefix}.{name}" if prefix else name
+            raise ConfigError(f"{where}: missing key {path!r} ({_type_name(hints[name])})")
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _baselines(raw: Any, where: str) -> tuple[BaselineSpec, ...]:
+    """``[name, {name: .., options: {..}}]`` or ``{name: {options}}`` as BaselineSpecs."""
+    if raw is None:
+        return ()
+    if isinstance(raw, Mapping):
+        raw = [{"name": k, "options": v or {}} for k, v in raw.items()]
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: baselines must be a list of names or "
+                          f"{{name: .., options: {{..}}}} entries, got {type(raw).__name__}")
+    specs = []
+    for i, item in enumerate(raw):
+        if isinstance(item, str):
+            item = {"name": item}
+        specs.append(_build(BaselineSpec, item, f"baselines[{i}]", where))
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{where}: baselines lists {dupes[0]!r} twice")
+    return tuple(specs)

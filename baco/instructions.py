@@ -1,0 +1,157 @@
+"""Instruction awareness: what a DIM x DIM array really spends on a mapping, padding included.
+
+Gemmini's instructions (``preload``, ``compute``, ``mvin``; reference dosa-gemmini-isa.md §B.4-B.6)
+work on DIM x DIM blocks: a weight block fills every PE row (C, the reduction) and column (K), and
+scratchpad rows are DIM elements wide. A mapping whose spatial C factor is ``c < DIM`` therefore
+runs blocks with ``DIM - c`` rows of zeros: the compute cycles are those the model already counts
+(``MACs / (c * k)``), but the padded MACs burn energy, the registers and buffers move and hold
+padded rows (a scratchpad read is a whole DIM-wide row, so padded rows also take port cycles),
+and the buffers must be sized for them. DRAM traffic is not padded (``mvin`` reads
+only the real bytes and zero-fills the rest on chip).
+
+This module is a wrapper around `perfmodels.analytic.evaluate`, not a second model. For every
+*array axis* of the template (a level whose spatial fan-out spreads one dim over ``pe_rows`` or
+``pe_cols``; Gemmini: C over the rows at the accumulator, K over the columns at the scratchpad)
+it pads the spatial factor up to the fan-out, scaling the layer's dim by the same ratio, and
+runs the unchanged model on that padded nest; the DRAM level's accesses come from the unpadded
+nest. The same function serves relaxed (continuous) and exact (integer) points.
+
+>>> from accel.arch import HardwareConfig
+>>> from accel.mapping import Mapping
+>>> from workloads.layer import Layer
+>>> hw = HardwareConfig.preset("gemmini_default")
+>>> layer = Layer.conv2d(R=1, S=1, P=14, Q=14, C=8, K=64)
+>>> m = Mapping.from_timeloop("L3[WIO] P14 Q14 - L2[WI] K16X - L1[O] K4 C8X - L0[W] N1")
+>>> plain, padded = exact(layer, hw, m, aware=False), exact(layer, hw, m, aware=True)
+>>> float(padded.macs / plain.macs)             # C=8 runs on 16 PE rows
+2.0
+>>> bool(padded.energy_pj > plain.energy_pj), bool(padded.cycles >= plain.cycles)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accel.arch import HardwareConfig, HwParams, Template, level_arrays
+from accel.mapping import Mapping
+from perfmodels import relax
+from perfmodels.accesses import LayerArrays, MappingArrays, accesses
+from perfmodels.analytic import Metrics, fast_jit, pack_layer, pack_mapping
+from perfmodels.analytic import evaluate as model_evaluate
+from perfmodels.energy import energy
+from perfmodels.latency import latency
+from workloads.errors import ConfigError
+from workloads.layer import Layer
+
+_PE_FIELDS = ("pe_rows", "pe_cols")
+
+
+@functools.cache
+def array_axes(template: Template) -> tuple[tuple[int, int], ...]:
+    """``(level, dim)`` of every array axis: a fan-out level spreading one dim over PE rows or
+    columns. Raises `ConfigError` if the template has none or spreads several dims at one level
+    (instruction awareness models a DIM x DIM array like Gemmini's)."""
+    axes = []
+    for l, lv in enumerate(template.levels):
+        if not lv.spatial_dims:
+            continue
+        names = set(lv.fanout.names) & set(_PE_FIELDS)
+        if len(lv.spatial_dims) != 1 or len(names) != 1:
+            raise ConfigError(
+                f"template {template.name!r}: level {lv.name} spreads {list(lv.spatial_dims)} "
+                f"over {lv.fanout.text!r}; instruction awareness needs one dim per PE-array axis "
+                "(a DIM x DIM array such as gemmini); set codesign.instruction_aware: false")
+        axes.append((l, template.levels[l].spatial_dims[0]))
+    if not axes:
+        raise ConfigError(f"template {template.name!r} has no PE-array axis; set "
+                          "codesign.instruction_aware: false")
+    from workloads.layer import DIMS
+    return tuple((l, DIMS.index(d)) for l, d in axes)
+
+
+def pad(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
+        ) -> tuple[LayerArrays, MappingArrays, MappingArrays]:
+    """The padded nest: ``(layer, mapping with padded spatial factors, mapping with the padding
+    folded into the temporal factor at the same level)``.
+
+    ``fanout[level]`` is the block size of each array axis (the hardware's fan-out). The
+    folded form has the same tiles as the padded one but the real spatial factors, which is
+    what minimal-hardware inference needs (it reads PE dims off the spatial factors).
+    """
+    dims = layer.dims
+    log_s, log_t = m.log_spatial, m.log_temporal
+    for level, d in array_axes(template):
+        rho = jnp.maximum(jnp.log(fanout[level]) - log_s[level, d], 0.0)
+        dims = dims.at[d].multiply(jnp.exp(rho))
+        log_s = log_s.at[level, d].add(rho)
+        log_t = log_t.at[level, d].add(rho)
+    padded_layer = layer._replace(dims=dims)
+    return (padded_layer, m._replace(log_spatial=log_s),
+            m._replace(log_spatial=m.log_spatial, log_temporal=log_t))
+
+
+def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
+             aware: bool) -> Metrics:
+    """`perfmodels.analytic.evaluate`, on the padded nest if `aware` (pure; jit and vmap it).
+
+    The padded nest gives compute, register and buffer terms and the footprints; the DRAM
+    level's reads and updates come from the real nest. Cycles, energy and EDP are recombined
+    through the model's own `latency` and `energy` functions.
+    """
+    if not aware:
+        return model_evaluate(template, layer, hwp, m)
+    lv = level_arrays(template, hwp)
+    padded_layer, padded_m, _ = pad(template, layer, m, lv.fanout)
+    out = model_evaluate(template, padded_layer, hwp, padded_m)
+    acc_pad = accesses(template, padded_layer, padded_m)
+    acc_real = accesses(template, layer, m)
+    top = template.num_levels - 1
+    acc = acc_pad._replace(
+        reads=acc_pad.reads.at[top].set(acc_real.reads[top]),
+        updates=acc_pad.updates.at[top].set(acc_real.updates[top]),
+        fills=acc_pad.fills.at[top].set(acc_real.fills[top]))
+    lat = latency(template, acc, padded_m, lv)
+    en = energy(template, acc, lv)
+    groups = layer.groups
+    cycles, energy_pj = lat.cycles * groups, en.energy_pj * groups
+    return out._replace(
+        cycles=cycles, energy_pj=energy_pj, edp=cycles * energy_pj,
+        compute_cycles=lat.compute_cycles * groups, port_cycles=lat.port_cycles * groups,
+        level_accesses=en.level_accesses * groups, level_pj=en.level_pj * groups,
+        reads=acc.reads * groups, updates=acc.updates * groups)
+
+
+def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: MappingArrays,
+             tau: float, aware: bool) -> HwParams:
+    """Minimal hardware for every layer's tiles (`perfmodels.relax.infer_hw`, DOSA's min_hw),
+    with buffers sized for the padded rows if `aware`. PE dims come from the real spatial
+    factors; the padding then fills the array they define."""
+    hwp = relax.infer_hw(template, base, layers, maps, tau)
+    if not aware:
+        return hwp
+    fanout = level_arrays(template, hwp).fanout
+    padded_layers, _, folded = jax.vmap(lambda x, m: pad(template, x, m, fanout))(layers, maps)
+    return relax.infer_hw(template, base, padded_layers, folded, tau)
+
+
+# --------------------------------------------------------------------------- exact
+@functools.partial(fast_jit, static_argnums=(0, 4))
+def _exact_one(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
+               aware: bool) -> Metrics:
+    return evaluate(template, layer, hwp, m, aware)
+
+
+def exact(layer: Layer, hw: HardwareConfig, mapping: Mapping, aware: bool = True,
+          check: bool = True) -> Metrics:
+    """Score one discrete mapping (validated first with `check`), padded if `aware`."""
+    if check:
+        mapping.validate(layer, hw)
+    out = _exact_one(hw.template_spec, pack_layer(layer), hw.to_params(),
+                     pack_mapping(mapping), aware)
+    return jax.tree_util.tree_map(np.asarray, out)

@@ -1,0 +1,104 @@
+"""`baco run`: the three output files, identical for one seed, resumable, nothing on error."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+import baco.codesign
+from baco.cli import main
+from baco.config import ExperimentConfig
+
+TINY = Path(__file__).parent / "data" / "tiny.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    out = tmp_path_factory.mktemp("first")
+    assert main(["run", str(TINY), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_run_writes_config_results_and_history(first):
+    assert sorted(p.name for p in first.iterdir()) == [
+        "checkpoint", "config.yaml", "history.csv", "results.json"]
+    doc = json.loads((first / "results.json").read_text())
+    for key in ("edp", "latency_cycles", "energy_pj", "samples", "hardware", "layers",
+                "baselines", "history", "scorer", "edp_analytic"):
+        assert key in doc
+    assert doc["scorer"] == "instruction_aware"
+    assert doc["samples"] == 180 and len(doc["layers"]) == 5
+    assert doc["edp"] == pytest.approx(doc["latency_cycles"] * doc["energy_pj"], rel=1e-9)
+    dosa = doc["baselines"]["dosa"]
+    for key in ("edp", "samples", "edp_analytic", "edp_as_reported", "edp_ratio",
+                "hardware"):
+        assert key in dosa
+    assert dosa["edp_ratio"] == pytest.approx(dosa["edp"] / doc["edp"])
+    rows = list(csv.DictReader((first / "history.csv").open()))
+    assert {r["method"] for r in rows} == {"baco", "dosa"}
+    assert all(float(r["seconds"]) >= 0 and float(r["best_edp"]) > 0 for r in rows)
+    written = ExperimentConfig.from_dict(yaml.safe_load((first / "config.yaml").read_text()))
+    assert written.codesign == ExperimentConfig.load(TINY).codesign
+
+
+def test_same_seed_gives_an_identical_results_json(first, tmp_path):
+    assert main(["run", str(TINY), "--out", str(tmp_path), "--quiet"]) == 0
+    for name in ("results.json", "config.yaml"):
+        assert (tmp_path / name).read_bytes() == (first / name).read_bytes()
+
+
+def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monkeypatch,
+                                                           capsys):
+    original = baco.codesign.codesign
+
+    def killed_in_round_4(*args, **kwargs):
+        def kill(info):
+            if info.round == 4:
+                raise KeyboardInterrupt
+        return original(*args, on_round=kill, **kwargs)
+
+    monkeypatch.setattr(baco.codesign, "codesign", killed_in_round_4)
+    code, _, err = run(capsys, "run", TINY, "--out", tmp_path, "--quiet")
+    assert code == 130 and "--resume" in err
+    assert not (tmp_path / "results.json").exists()
+    assert (tmp_path / "checkpoint" / "baco.npz").exists()
+    monkeypatch.setattr(baco.codesign, "codesign", original)
+    code, out, _ = run(capsys, "run", TINY, "--out", tmp_path, "--resume", "--quiet")
+    assert code == 0 and "vs dosa" in out
+    assert (tmp_path / "results.json").read_bytes() == (first / "results.json").read_bytes()
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (("  round_every: 10", "  round_evry: 10"), "codesign.round_evry"),
+    (("  starts: 2", "  starts: two"), "codesign.starts"),
+    (("  - name: dosa", "  - name: dosaa"), "unknown baseline 'dosaa'"),
+])
+def test_a_bad_config_fails_in_one_line_and_writes_nothing(tmp_path, capsys, edit, needle):
+    text = TINY.read_text()
+    assert edit[0] in text
+    config = tmp_path / "bad.yaml"
+    config.write_text(text.replace(edit[0], edit[1]))
+    out = tmp_path / "out"
+    code, stdout, err = run(capsys, "run", config, "--out", out)
+    assert code == 2 and stdout == ""
+    assert needle in err and str(config) in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_readme_quick_start_is_the_resnet50_codesign():
+    readme = (ROOT / "README.md").read_text()
+    first_command = re.findall(r"```bash\n(python3 -m venv .*?)\n```", readme)[0]
+    assert "baco run experiments/configs/resnet50.yaml" in first_command
+    assert ExperimentConfig.load(ROOT / "experiments" / "configs" / "resnet50.yaml")
