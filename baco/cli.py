@@ -83,6 +83,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet)
 
 
+def _cmd_validate_rtl(args: argparse.Namespace) -> int:
+    from accel.sim.rtl import validate_rtl_sim
+
+    report = validate_rtl_sim(args.file, limit=args.limit)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{report['rows']} rows of {args.file}, predictor {args.predictor}")
+    for split in ("all", "train", "held_out"):
+        figures = report if split == "all" else report.get(split)
+        if figures:
+            print(f"  {split:8s} spearman {figures['spearman']:.3f}  pearson {figures['pearson']:.3f}"
+                  f"  pearson_log {figures['pearson_log']:.3f}  mape {100 * figures['mape']:.1f}%")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="baco", description="Co-design a DNN accelerator and its programs.")
@@ -119,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="CSV in the format of shared/data/timeloop_gemmini_10k.csv")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_validate_timeloop)
+    p = va.add_parser("rtl", help="predicted cycles against Gemmini RTL measurements")
+    p.add_argument("file", help="CSV in the format of shared/data/gemmini_rtl_train.csv")
+    p.add_argument("--predictor", choices=["sim"], default="sim",
+                   help="sim: lower each row and run the simulator's timing model")
+    p.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_validate_rtl)
     return parser
 
 

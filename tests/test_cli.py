@@ -95,3 +95,34 @@ def test_quick_start_matches_ci():
     assert len(commands) == 2, "the quick start is exactly two commands"
     assert "baco " in commands[0] and commands[1].endswith("pytest")
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
+
+
+DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not (DATA / "timeloop_gemmini_10k.csv").exists(), reason="shared data absent")
+def test_validate_timeloop_json(tmp_path, capsys):
+    rows = (DATA / "timeloop_gemmini_10k.csv").read_text().splitlines()[:201]
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(rows) + "\n")
+    code, out, _ = run(capsys, "validate", "timeloop", str(path), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["rows"] == 200
+    assert set(report) == {"rows", "cycles_mean_abs_rel_err", "cycles_max_abs_rel_err",
+                           "energy_mean_abs_rel_err", "energy_max_abs_rel_err"}
+    assert report["cycles_mean_abs_rel_err"] <= 0.01 and report["energy_mean_abs_rel_err"] <= 0.01
+
+
+@pytest.mark.skipif(not (DATA / "gemmini_rtl_train.csv").exists(), reason="shared data absent")
+def test_validate_rtl_sim_json(capsys):
+    code, out, _ = run(capsys, "validate", "rtl", str(DATA / "gemmini_rtl_train.csv"),
+                       "--predictor", "sim", "--limit", "12", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["rows"] == 12
+    assert {"pearson", "pearson_log", "spearman", "mape"} <= set(report)
+    assert -1.0 <= report["spearman"] <= 1.0 and report["mape"] >= 0.0
+
+
+def test_validate_missing_file_is_one_line(capsys):
+    code, _, err = run(capsys, "validate", "timeloop", "no/such/file.csv")
+    assert code == 2 and "no/such/file.csv" in err and len(err.strip().splitlines()) == 1
