@@ -6,6 +6,10 @@ packages below ``baco`` never pull in the search code.
 >>> import baco
 >>> baco.load_network("resnet50").unique_layers
 24
+
+``baco.codesign(network, template="gemmini", config=baco.CodesignConfig(...))`` co-designs an
+accelerator and every layer's program (a `baco.CodesignResult`); ``baco.run_experiment(path)``
+runs a config file's co-design and baselines (`baco run`).
 """
 
 import importlib

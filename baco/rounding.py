@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -490,8 +490,17 @@ def design_of(hw: HardwareConfig, mappings: Sequence[Mapping]) -> Design:
                   stages=np.stack([m.stages for m in mappings]))
 
 
+class Score(NamedTuple):
+    """A design's figures on the common scorer (`common_score`)."""
+
+    edp: float
+    latency_cycles: float
+    energy_pj: float
+    design: Design
+
+
 def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Design,
-                 aware: bool, sram_step_kb: float = 1.0) -> tuple[float, Design]:
+                 aware: bool, sram_step_kb: float = 1.0) -> Score:
     """The EDP every search's design is compared on, and the design it is scored as.
 
     Not aware: the plain analytic model of the design as it is. Aware: the design realized
@@ -500,31 +509,33 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     buffers and the tiles that overflow them shrunk -- whichever scores better, so no
     search is charged for a realization choice it never made.
     """
-    counts = np.asarray(counts, np.float64)
-    if not aware:
-        r = Rounder(design.hw, layers, hw_mode="fixed", aware=False, sram_step_kb=sram_step_kb)
-        metrics = r.score([design])
-        return float(network_edp(metrics, counts)[0][0]), design
     options: list[tuple[Rounder, Design]] = []
-    grow = Rounder(design.hw, layers, hw_mode="min_hw", aware=True, max_pe_dim=max(
-        design.hw.pe_rows, design.hw.pe_cols), sram_step_kb=sram_step_kb)
-    grown = grow.realize(design)
-    options.append((Rounder(grown.hw, layers, hw_mode="fixed", aware=True,
-                            sram_step_kb=sram_step_kb), grown))
-    try:
-        keep = Rounder(design.hw, layers, hw_mode="fixed", aware=True, sram_step_kb=sram_step_kb)
-        T, S, ST = design.temporal.copy(), design.spatial.copy(), design.stages.copy()
-        keep.fill_array(T[None], S[None])
-        keep._repair(T, S, ST, design.hw)
-        options.append((keep, Design(hw=design.hw, temporal=T, spatial=S,
-                                     order=design.order.copy(), stages=ST)))
-    except InfeasibleError:
-        pass
-    scored = []
+    if not aware:
+        options.append((Rounder(design.hw, layers, hw_mode="fixed", aware=False,
+                                sram_step_kb=sram_step_kb), design))
+    else:
+        grow = Rounder(design.hw, layers, hw_mode="min_hw", aware=True, max_pe_dim=max(
+            design.hw.pe_rows, design.hw.pe_cols), sram_step_kb=sram_step_kb)
+        grown = grow.realize(design)
+        options.append((Rounder(grown.hw, layers, hw_mode="fixed", aware=True,
+                                sram_step_kb=sram_step_kb), grown))
+        try:
+            keep = Rounder(design.hw, layers, hw_mode="fixed", aware=True,
+                           sram_step_kb=sram_step_kb)
+            T, S, ST = design.temporal.copy(), design.spatial.copy(), design.stages.copy()
+            keep.fill_array(T[None], S[None])
+            keep._repair(T, S, ST, design.hw)
+            options.append((keep, Design(hw=design.hw, temporal=T, spatial=S,
+                                         order=design.order.copy(), stages=ST)))
+        except InfeasibleError:
+            pass
+    scores = []
     for r, d in options:
-        r.check(d)
-        scored.append((float(network_edp(r.score([d]), counts)[0][0]), d))
-    return min(scored, key=lambda x: x[0])
+        if aware:
+            r.check(d)
+        edp, cycles, energy_pj = network_edp(r.score([d]), counts)
+        scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d))
+    return min(scores, key=lambda x: x.edp)
 
 
 def network_edp(metrics: Metrics, counts: Sequence[float]

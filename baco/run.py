@@ -85,9 +85,11 @@ def scored(result: CodesignResult, aware: bool, sram_step_kb: float) -> dict[str
     layers = [r.layer for r in result.layers]
     counts = [r.count for r in result.layers]
     design = design_of(result.hardware, [r.mapping for r in result.layers])
-    edp, realized = common_score(layers, counts, design, aware, sram_step_kb)
-    plain, _ = common_score(layers, counts, design, False, sram_step_kb)
-    return {"edp": edp, "edp_analytic": plain, "hardware": realized.hw}
+    score = common_score(layers, counts, design, aware, sram_step_kb)
+    plain = common_score(layers, counts, design, False, sram_step_kb)
+    return {"edp": score.edp, "latency_cycles": score.latency_cycles,
+            "energy_pj": score.energy_pj, "edp_analytic": plain.edp,
+            "hardware": score.design.hw}
 
 
 def _marks(result: CodesignResult) -> dict[str, float | None]:
@@ -213,7 +215,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
             "edp_analytic": theirs["edp_analytic"], "edp_as_reported": other.edp,
             "edp_ratio": theirs["edp"] / mine["edp"],
             "edp_ratio_analytic": theirs["edp_analytic"] / mine["edp_analytic"],
-            "latency_cycles": other.latency_cycles, "energy_pj": other.energy_pj,
+            "latency_cycles": theirs["latency_cycles"], "energy_pj": theirs["energy_pj"],
             "samples": other.samples, "best_edp_at": _marks(other),
             "hardware": other.hardware.to_dict(),
             "hardware_as_scored": theirs["hardware"].to_dict(),
@@ -244,9 +246,12 @@ def main_run(config: str, out: str | None, resume: bool, quiet: bool) -> int:
     hw = document["hardware"]
     print(f"  hardware: {hw['pe_rows']}x{hw['pe_cols']} PEs, scratchpad {hw['sp_kb']:g} KB, "
           f"accumulator {hw['acc_kb']:g} KB")
+    def versus(ratio: float) -> str:
+        return f"{ratio:.2f}x better" if ratio >= 1 else f"{1 / ratio:.2f}x worse"
+
     for name, entry in document["baselines"].items():
-        print(f"  vs {name}: EDP {entry['edp']:.4g} -> {entry['edp_ratio']:.2f}x better "
-              f"({entry['edp_ratio_analytic']:.2f}x on the plain model), "
+        print(f"  vs {name}: EDP {entry['edp']:.4g} -> {versus(entry['edp_ratio'])} "
+              f"({versus(entry['edp_ratio_analytic'])} on the plain model), "
               f"{entry['samples']} samples")
     print(f"  wrote {out_dir / CONFIG}, {out_dir / RESULTS}, {out_dir / HISTORY}")
     sys.stdout.flush()

@@ -19,11 +19,13 @@ What DOSA does (reference dosa-gemmini-isa.md §A.3-A.8) and how it is reproduce
   after which descent continues from the rounded mapping with Adam's moments kept. The best
   rounded design by exact EDP is kept.
 * **Starts**: a random hardware config (``gen_random_hw_config``) with, per layer, the best of
-  ``start_mappings`` random mappings fitting it -- a stand-in for DOSA's CoSA start points (CoSA
-  needs Gurobi); a start whose EDP exceeds 10x the best start seen is redrawn, as DOSA does.
+  ``start_mappings_per_layer`` mappings fitting it -- Gemmini's library tiling and draws of the
+  Timeloop-like random-pruned mapper (`baco.codesign.start_mappings`, shared with BACO) -- a
+  stand-in for DOSA's CoSA start points (CoSA needs Gurobi); a start whose EDP exceeds 10x the
+  best start seen is redrawn, as DOSA does.
 
 Sample accounting (`baco.result`): each GD iteration of a start is one sample, each exact score
-one sample (4 per rounding), each start candidate one sample.
+one sample (4 per rounding, 1 per start), each start candidate one sample.
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> dict:
             result = codesign(net, config=cfg, hardware=hw)
             seconds = time.perf_counter() - start
             design = design_of(result.hardware, [r.mapping for r in result.layers])
-            aware, _ = common_score(layers, counts, design, True, cfg.sram_step_kb)
-            plain, _ = common_score(layers, counts, design, False, cfg.sram_step_kb)
+            aware = common_score(layers, counts, design, True, cfg.sram_step_kb).edp
+            plain = common_score(layers, counts, design, False, cfg.sram_step_kb).edp
             runs.setdefault(name, []).append({
                 "seed": seed, "edp_instruction_aware": aware, "edp_analytic": plain,
                 "samples": result.samples, "seconds": seconds,

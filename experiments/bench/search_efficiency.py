@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> dict:
         out["methods"][name] = {
             "samples": result.samples, "seconds": seconds,
             "best_edp_at": {str(m): result.best_edp_at(m) for m in args.marks},
-            "final_edp_instruction_aware": common_score(layers, counts, design, True)[0],
-            "final_edp_analytic": common_score(layers, counts, design, False)[0]}
+            "final_edp_instruction_aware": common_score(layers, counts, design, True).edp,
+            "final_edp_analytic": common_score(layers, counts, design, False).edp}
         print(f"{name}: {out['methods'][name]['best_edp_at']}", file=sys.stderr, flush=True)
 
     cfg = exp.codesign.replace(seed=args.seed, budget_samples=max(exp.codesign.budget_samples,

@@ -155,11 +155,21 @@ def test_common_score_is_the_design_itself_when_nothing_needs_padding():
     log_s[0, 0, 2, 5] = np.log(16)
     (design,) = rounder.round(np.zeros((1, 1, 4, 7)), log_s,
                               np.tile(np.arange(7), (1, 1, 4, 1)), np.full((1, 1, 4), 2.0))
-    aware, _ = common_score(layers, [1], design, aware=True)
-    plain, _ = common_score(layers, [1], design, aware=False)
-    assert math.isclose(aware, plain, rel_tol=1e-6)
-    # a half-empty array is charged on the instruction-aware scorer, not on the plain one
-    narrow = design_of(design.hw, [m.replace(
-        spatial=m.spatial * np.where(np.arange(7) == 4, 1, 1), temporal=m.temporal)
-        for m in design.mappings()])
-    assert common_score(layers, [1], narrow, aware=True)[0] >= plain * (1 - 1e-6)
+    aware = common_score(layers, [1], design, aware=True)
+    plain = common_score(layers, [1], design, aware=False)
+    assert aware.edp == pytest.approx(aware.latency_cycles * aware.energy_pj, rel=1e-9)
+    assert aware.edp == pytest.approx(plain.edp, rel=1e-6)
+    # a half-empty array where the dim allows a full one is realized full (re-blocked) ...
+    (m,) = design.mappings()
+    spatial, temporal = m.spatial.copy(), m.temporal.copy()
+    spatial[1, 4], temporal[1, 4] = 8, temporal[1, 4] * 2            # C8X, C2 at L1
+    half = m.replace(spatial=spatial, temporal=temporal)
+    realized = common_score(layers, [1], design_of(design.hw, [half]), aware=True)
+    assert realized.edp == pytest.approx(aware.edp, rel=1e-6)
+    # ... but a layer too narrow for the array pays for its padding on the common scorer
+    narrow = [layers[0], Layer.conv2d(R=3, S=3, P=14, Q=14, C=8, K=64)]
+    spatial, temporal = m.spatial.copy(), m.temporal.copy()
+    spatial[1, 4], temporal[:, 4] = 8, 1                              # C=8 all in the array
+    both = design_of(design.hw, [m, m.replace(spatial=spatial, temporal=temporal)])
+    assert common_score(narrow, [1, 1], both, aware=True).edp > \
+        common_score(narrow, [1, 1], both, aware=False).edp * (1 + 1e-4)
