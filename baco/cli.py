@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -99,6 +100,10 @@ def _cmd_validate_rtl(args: argparse.Namespace) -> int:
     return 0
 
 
+_COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate",)
+"""Modules with a ``register(commands)`` that adds their own subcommands to the parser."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="baco", description="Co-design a DNN accelerator and its programs.")
@@ -142,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="only the first N rows")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_validate_rtl)
+
+    for module in _COMMAND_MODULES:
+        importlib.import_module(module).register(commands)
     return parser
 
 

@@ -117,7 +117,7 @@ class CodesignResult:
                 hardware=HardwareConfig.from_dict(data["hardware"], where=f"{where}: hardware"),
                 layers=tuple(LayerResult.from_dict(r) for r in data["layers"]),
                 samples=int(data["samples"]),
-                history=tuple(HistoryPoint(int(h["samples"]), float(h["seconds"]),
+                history=tuple(HistoryPoint(int(h["samples"]), float(h.get("seconds", 0.0)),
                                            float(h["best_edp"])) for h in data.get("history", [])),
                 seed=int(data.get("seed", 0)), extra=dict(data.get("extra", {})))
         except (KeyError, TypeError, ValueError) as exc:

@@ -20,6 +20,7 @@ from accel.lower.core import EPILOGUE_OPS
 from accel.lower.core import Lowered
 from accel.lower.core import lower
 from accel.lower.core import parse_epilogue
+from accel.lower.core import split_epilogue
 from accel.lower.coverage import access_matrix
 from accel.lower.coverage import check_coverage
 from accel.lower.coverage import check_matching
@@ -56,4 +57,5 @@ __all__ = [
     "matching_matrices",
     "parse_epilogue",
     "reference",
+    "split_epilogue",
 ]

@@ -95,6 +95,19 @@ def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0,
                     acc_scale=float(acc_scale), full_output=bool(full_output))
 
 
+def split_epilogue(ops: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(fused, host)``: the leading epilogue ops the accelerator can apply (bias and add in
+    the accumulator, relu on the final mvout; each once, relu last) and the rest, which run on
+    the host after the output is stored (a softmax, a division, a second add...)."""
+    ops = tuple(ops)
+    fused: list[str] = []
+    for i, op in enumerate(ops):
+        if op not in EPILOGUE_OPS or op in fused or "relu" in fused:
+            return tuple(fused), ops[i:]
+        fused.append(op)
+    return tuple(fused), ()
+
+
 def _check_layout(layout: DramLayout, layer: Layer, epi: Epilogue, partial: bool,
                   dim: int) -> None:
     h, w = input_hw(layer)
@@ -202,4 +215,4 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
                    tuple(result.steps))
 
 
-__all__ = ["EPILOGUE_OPS", "Lowered", "lower", "parse_epilogue"]
+__all__ = ["EPILOGUE_OPS", "Lowered", "lower", "parse_epilogue", "split_epilogue"]

@@ -165,6 +165,8 @@ def lower_loop_ws(nest: Nest, params: IsaParams, layout: DramLayout,
             d_addr = bias.address(call.group * lay.K + call.k0) if bias is not None else 0
         else:
             d_addr = part.address(call.n, call.p0, 0, call.group * lay.K + call.k0)
+        if d_addr and seen and not continuing:
+            em.fence()  # the loop's own stores of these partial sums must land first
         if d_addr:
             em.config_ld(2, 0 if seen == 0 else gk * 4)
         if last:

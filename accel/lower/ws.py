@@ -16,7 +16,8 @@ of ``stages`` slots (2 = double buffering: consecutive tiles alternate halves, s
 one overlaps the computes on the other). An accumulator tile stays resident while consecutive
 scratchpad iterations reduce into it; when the nest leaves it before its reduction is done, the
 int32 partial sums go to the DRAM ``partial`` tensor (mvout with the full-width bit) and come
-back (mvin3 into the accumulator) on the next visit.
+back on the next visit (mvin3 into the accumulator, after a fence: Gemmini's load and store
+queues do not order their DRAM accesses).
 
 Epilogues: bias is mvin3'd (int32, DRAM stride 0: one row repeated) into a tile's accumulator
 rows before its first compute; a residual ("add") is mvin'd as int8 (``shrunk``) on top, with
@@ -477,6 +478,8 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue) -
         rr = o_runs(valid)
         e0 = out_elem(g, origin)
         if not fresh:
+            # The load and store queues do not order DRAM accesses: wait for the spill.
+            em.fence()
             em.config_ld(2, rr.elem_stride * 4)
             for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
                 em.mvin(2, part.offset_bytes + (e0 + e_) * 4, acc_addr(base + a_), n_, c_, 4)

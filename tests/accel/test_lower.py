@@ -186,7 +186,8 @@ def test_every_layer_kind_lowers_validates_and_covers(layer, text, hw):
     assert stats.array_macs >= stats.macs
     counts = stats.instructions
     assert counts["compute_preloaded"] + counts.get("compute_accumulated", 0) == stats.computes
-    assert counts["mvout"] >= 1 and counts["fence"] == 1
+    assert counts["mvout"] >= 1
+    assert counts["fence"] == 1 + stats.partial_spills  # one before each partial-sum reload
     low.trace.validate(IsaParams.from_hardware(hw))
 
 

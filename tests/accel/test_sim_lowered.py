@@ -15,9 +15,9 @@ import pytest
 
 from accel.arch import HardwareConfig
 from accel.lower import lower
-from accel.lower import reference as lower_reference
+from accel.lower.check import expected_output, random_inputs
 from accel.mapping import Mapping
-from accel.sim import reference, run_batch
+from accel.sim import run_batch
 from workloads.errors import InfeasibleError
 from workloads.layer import Layer
 
@@ -76,36 +76,9 @@ def _case(seed: int):
             continue
         if len(low.trace) > MAX_INSTRUCTIONS:
             continue
-        lay = low.layout
-        arrays = {"input": rng.integers(-128, 128, lay["input"].shape).astype(np.int8),
-                  "weight": rng.integers(-128, 128, lay["weight"].shape).astype(np.int8)}
-        if "bias" in lay:
-            arrays["bias"] = rng.integers(-3000, 3000, lay["bias"].shape).astype(np.int32)
-        if "residual" in lay:
-            arrays["residual"] = rng.integers(-128, 128, lay["residual"].shape).astype(np.int8)
-        image = lay.pack(arrays)
-        initialized = np.ones(image.size, bool)
-        for name in ("output", "partial"):
-            if name in lay:
-                t = lay[name]
-                initialized[t.offset_bytes:t.offset_bytes + t.nbytes] = False
-        return low, image, initialized, _expected(low, arrays)
+        arrays, image, initialized = random_inputs(low, rng)
+        return low, image, initialized, expected_output(low, arrays)
     raise AssertionError(f"seed {seed}: no feasible case in 20 draws")
-
-
-def _expected(low, arrays):
-    """numpy's answer; an independent reference where one exists, else the lowering's."""
-    layer, epi = low.layer, low.epilogue
-    plain = layer.groups == 1 and layer.upsample == (1, 1) and layer.kind != "conv_transpose"
-    if plain and not epi.residual:
-        acc = reference.conv_acc(
-            arrays["input"], arrays["weight"][0], (layer.Hstride, layer.Wstride),
-            layer.pads, arrays.get("bias"), (layer.Hdilation, layer.Wdilation))
-        acc = acc[:, :layer.P, :layer.Q]  # pads wider than the window add no output pixels
-        return acc if epi.full_output else reference.requantize(acc, epi.acc_scale, epi.relu)
-    return lower_reference(layer, arrays["input"], arrays["weight"], arrays.get("bias"),
-                           arrays.get("residual"), acc_scale=epi.acc_scale, relu=epi.relu,
-                           full_output=epi.full_output)
 
 
 def _check(seeds) -> int:

@@ -1,0 +1,59 @@
+"""Random inputs for a lowered layer and the numpy answer its trace must leave in DRAM.
+
+Used by `baco simulate --check` and the property tests. The answer comes from an independent
+direct convolution (`accel.sim.reference`) wherever the layer is a plain one (no groups, no
+transposed or zero-inserted input, no residual); the rest use the lowering's own numpy
+reference (`accel.lower.reference`), which shares the im2col layout with the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from accel.lower.core import Lowered
+from accel.lower.layout import reference as lowering_reference
+
+
+def random_inputs(low: Lowered, rng: np.random.Generator
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """``(arrays, image, initialized)``: int8 input and weights (int32 bias, int8 residual when
+    the epilogue has them), the packed DRAM image, and which of its bytes hold data (the
+    output and partial-sum regions start unwritten, so reading them before writing is an
+    error in the simulator)."""
+    lay = low.layout
+    arrays = {"input": rng.integers(-128, 128, lay["input"].shape).astype(np.int8),
+              "weight": rng.integers(-128, 128, lay["weight"].shape).astype(np.int8)}
+    if "bias" in lay:
+        arrays["bias"] = rng.integers(-3000, 3000, lay["bias"].shape).astype(np.int32)
+    if "residual" in lay:
+        arrays["residual"] = rng.integers(-128, 128, lay["residual"].shape).astype(np.int8)
+    image = lay.pack(arrays)
+    initialized = np.ones(image.size, bool)
+    for name in ("output", "partial"):
+        if name in lay:
+            t = lay[name]
+            initialized[t.offset_bytes:t.offset_bytes + t.nbytes] = False
+    return arrays, image, initialized
+
+
+def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
+    """The output tensor the trace must produce from ``arrays`` (int8, or int32 for a
+    full-width output)."""
+    from accel.sim import reference
+
+    layer, epi = low.layer, low.epilogue
+    plain = layer.groups == 1 and layer.upsample == (1, 1) and layer.kind != "conv_transpose"
+    if plain and not epi.residual:
+        acc = reference.conv_acc(
+            arrays["input"], arrays["weight"][0], (layer.Hstride, layer.Wstride),
+            layer.pads, arrays.get("bias"), (layer.Hdilation, layer.Wdilation))
+        acc = acc[:, :layer.P, :layer.Q]  # pads wider than the window add no output pixels
+        return acc if epi.full_output else reference.requantize(acc, epi.acc_scale, epi.relu)
+    return lowering_reference(layer, arrays["input"], arrays["weight"], arrays.get("bias"),
+                              arrays.get("residual"), acc_scale=epi.acc_scale, relu=epi.relu,
+                              full_output=epi.full_output)
+
+
+__all__ = ["expected_output", "random_inputs"]

@@ -1,0 +1,163 @@
+"""`baco simulate RESULTS.json`: run every layer of a co-designed result on the simulator.
+
+Each unique layer is lowered with its mapping on the result's hardware (`accel.lower`), run on
+`accel.sim` with random int8 inputs (seeded per layer), and, with ``check``, its output is
+compared with numpy's (`accel.lower.check.expected_output`). The report gives, per layer, the
+trace's size, the simulated cycles beside the model's latency, and whether the output matched.
+Epilogue ops the accelerator cannot fuse (a softmax, a division, a second add) run on the host
+after the output is stored: they are listed per layer and not simulated. A layer whose program
+cannot be lowered or run is reported with the reason, never skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from baco.result import CodesignResult
+from workloads.errors import BacoError, ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerSimulation:
+    """One layer's simulation: sizes, cycles, and the check's outcome."""
+
+    index: int
+    name: str
+    config: str
+    macs: int
+    instructions: int = 0
+    sim_cycles: int = 0
+    model_cycles: float = 0.0
+    host_ops: tuple[str, ...] = ()
+    checked: bool = False
+    mismatches: int = 0
+    outputs: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mismatches == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "ok": self.ok}
+
+
+def load_result(path: str | pathlib.Path) -> CodesignResult:
+    """A `CodesignResult` from a ``results.json`` written by `baco run` (or `to_json`)."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return CodesignResult.from_json(text, where=str(path))
+
+
+def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0,
+                    layers: Sequence[int] | None = None,
+                    progress: Callable[[int, int, LayerSimulation], None] | None = None
+                    ) -> list[LayerSimulation]:
+    """Simulate the result's layers (all, or the indices in ``layers``) in order."""
+    from accel.lower import lower, split_epilogue
+    from accel.lower.check import expected_output, random_inputs
+    from accel.sim import run
+
+    picked = range(len(result.layers)) if layers is None else list(layers)
+    for i in picked:
+        if not 0 <= i < len(result.layers):
+            raise ConfigError(f"layer index {i} out of range: the result has "
+                              f"{len(result.layers)} layers (0-{len(result.layers) - 1})")
+    hw = result.hardware
+    out = []
+    for n, i in enumerate(picked):
+        entry = result.layers[i]
+        layer = entry.layer
+        base = LayerSimulation(index=i, name=layer.name or f"layer{i}",
+                               config=layer.config_str(), macs=layer.macs,
+                               model_cycles=entry.latency_cycles)
+        fused, host = split_epilogue(layer.epilogue)
+        base = dataclasses.replace(base, host_ops=host)
+        try:
+            low = lower(layer, entry.mapping, hw, epilogue=fused)
+            rng = np.random.default_rng([seed, i])
+            arrays, image, initialized = random_inputs(low, rng)
+            res = run(low.trace, hw, image, initialized=initialized)
+            rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles)
+            if check:
+                got = low.layout.read(res.dram, "output")
+                want = expected_output(low, arrays)
+                rec = dataclasses.replace(rec, checked=True, outputs=int(want.size),
+                                          mismatches=int(np.sum(got != want)))
+        except BacoError as exc:
+            rec = dataclasses.replace(base, error=" ".join(str(exc).split()))
+        out.append(rec)
+        if progress is not None:
+            progress(n + 1, len(picked), rec)
+    return out
+
+
+def report(records: Sequence[LayerSimulation], source: str) -> dict[str, Any]:
+    """The JSON report: per-layer records and totals."""
+    return {"source": source, "layers": [r.to_dict() for r in records],
+            "all_ok": all(r.ok for r in records),
+            "checked": sum(r.checked for r in records),
+            "failed": [r.index for r in records if not r.ok],
+            "sim_cycles": sum(r.sim_cycles for r in records),
+            "instructions": sum(r.instructions for r in records)}
+
+
+def main_simulate(path: str, check: bool, seed: int, layers: Sequence[int] | None,
+                  as_json: bool, quiet: bool) -> int:
+    """The command: 0 when every layer ran (and matched numpy, with ``check``), else 1."""
+    result = load_result(path)
+    progress = None
+    if not quiet:
+        from rich.console import Console
+        console = Console(stderr=True)
+
+        def progress(done: int, total: int, rec: LayerSimulation) -> None:
+            status = ("error" if rec.error else
+                      f"{rec.mismatches} mismatches" if rec.mismatches else
+                      "ok" if rec.checked else "ran")
+            console.print(f"[{done}/{total}] {rec.name}: {rec.instructions} instructions, "
+                          f"{rec.sim_cycles} cycles, {status}", highlight=False)
+
+    records = simulate_result(result, check=check, seed=seed, layers=layers, progress=progress)
+    doc = report(records, str(path))
+    if as_json:
+        print(json.dumps(doc))
+    else:
+        _print_table(records, check)
+    return 0 if doc["all_ok"] else 1
+
+
+def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="simulated layers")
+    for col in ("#", "layer", "MMAC", "instructions", "sim cycles", "model cycles", "output"):
+        table.add_column(col, justify="left" if col in ("layer", "output") else "right")
+    for r in records:
+        status = (f"error: {r.error}" if r.error else
+                  f"{r.mismatches}/{r.outputs} differ" if r.mismatches else
+                  "matches numpy" if r.checked else "not checked")
+        if r.host_ops and not r.error:
+            status += f" (on the host: {', '.join(r.host_ops)})"
+        table.add_row(str(r.index), r.name, f"{r.macs / 1e6:.1f}", str(r.instructions),
+                      str(r.sim_cycles), f"{r.model_cycles:.0f}", status)
+    Console(width=max(Console().width, 120)).print(table)
+    bad = [r for r in records if not r.ok]
+    total = sum(r.sim_cycles for r in records)
+    verdict = "all layers match numpy" if check and not bad else (
+        f"{len(bad)} layer(s) failed" if bad else "outputs not checked (use --check)")
+    print(f"{len(records)} layers, {total} simulated cycles (one run of each unique layer); "
+          f"{verdict}")
+
+
+__all__ = ["LayerSimulation", "load_result", "main_simulate", "report", "simulate_result"]
