@@ -9,7 +9,8 @@ packages below ``baco`` never pull in the search code.
 
 ``baco.codesign(network, template="gemmini", config=baco.CodesignConfig(...))`` co-designs an
 accelerator and every layer's program (a `baco.CodesignResult`); ``baco.run_experiment(path)``
-runs a config file's co-design and baselines (`baco run`).
+runs a config file's co-design and baselines (`baco run`). ``@baco.jit`` and the block-DSL
+primitives (``baco.load``, ``baco.dot``...) come from `baco.dsl`.
 """
 
 import importlib
@@ -22,6 +23,30 @@ _EXPORTS = {
     "errors": ("baco.errors", None),
     "load_network": ("baco.networks", "load_network"),
     "run_experiment": ("baco.run", "run_experiment"),
+    # The block DSL (baco.dsl): @baco.jit kernels and their primitives.
+    "dsl": ("baco.dsl", None),
+    "jit": ("baco.dsl", "jit"),
+    "autotune": ("baco.dsl", "autotune"),
+    "Config": ("baco.dsl", "Config"),
+    "const": ("baco.dsl", "const"),
+    "program_id": ("baco.dsl", "program_id"),
+    "num_programs": ("baco.dsl", "num_programs"),
+    "arange": ("baco.dsl", "arange"),
+    "zeros": ("baco.dsl", "zeros"),
+    "full": ("baco.dsl", "full"),
+    "load": ("baco.dsl", "load"),
+    "store": ("baco.dsl", "store"),
+    "dot": ("baco.dsl", "dot"),
+    "cdiv": ("baco.dsl", "cdiv"),
+    "where": ("baco.dsl", "where"),
+    "maximum": ("baco.dsl", "maximum"),
+    "minimum": ("baco.dsl", "minimum"),
+    "make_block_ptr": ("baco.dsl", "make_block_ptr"),
+    "advance": ("baco.dsl", "advance"),
+    "int1": ("baco.dsl", "int1"),
+    "int8": ("baco.dsl", "int8"),
+    "int32": ("baco.dsl", "int32"),
+    "float32": ("baco.dsl", "float32"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -81,7 +81,8 @@ def _cmd_validate_timeloop(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from baco.run import main_run
 
-    return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet)
+    return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet,
+                    emit_kernels=args.emit_kernels)
 
 
 def _cmd_validate_rtl(args: argparse.Namespace) -> int:
@@ -132,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue from DIR/checkpoint/ to the same final result")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--emit-kernels", action="store_true",
+                   help="also write each layer's @baco.jit kernel to DIR/kernels/")
     p.set_defaults(func=_cmd_run)
 
     va = commands.add_parser("validate", help="check the models against measurements")

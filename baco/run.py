@@ -10,6 +10,8 @@ atomically and only once everything has succeeded:
   "layers": [...], "history": [...], "baselines": {NAME: {"edp", "samples", ...}}, ...}``;
 * ``DIR/history.csv``: ``method, samples, seconds, best_edp`` -- the best EDP against samples and
   against wall-clock seconds, for the co-design and every baseline.
+* with ``emit_kernels``, ``DIR/kernels/NN_LAYER.py``: each unique layer's block-DSL kernel for
+  the co-designed hardware and mapping (`baco.dsl.emit`).
 
 Wall-clock times appear only in ``history.csv``: ``results.json`` is a function of the config
 alone, so the same seed gives the same file, and a run killed and resumed (``--resume``, from
@@ -46,6 +48,7 @@ RESULTS = "results.json"
 HISTORY = "history.csv"
 CONFIG = "config.yaml"
 CHECKPOINT_DIR = "checkpoint"
+KERNELS_DIR = "kernels"
 SAMPLE_MARKS = (1000, 5000)
 """Sample counts at which results.json reports every method's best EDP so far."""
 
@@ -124,7 +127,8 @@ def output_dir(config: ExperimentConfig, out_dir: str | os.PathLike | None) -> p
 
 
 def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None = None,
-                   resume: bool = False, progress: bool = True) -> dict[str, Any]:
+                   resume: bool = False, progress: bool = True,
+                   emit_kernels: bool = False) -> dict[str, Any]:
     """Run the experiment of `config_path`; write DIR/config.yaml, results.json, history.csv.
 
     Args:
@@ -134,6 +138,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
       resume: continue from ``DIR/checkpoint/`` (the co-design's state and finished
         baselines) instead of starting over.
       progress: show progress on stderr.
+      emit_kernels: also write the design's kernels to ``DIR/kernels/`` (`write_kernels`).
 
     Returns:
       The results document written to ``results.json``.
@@ -186,7 +191,34 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     _write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
     _write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
     _write_atomic(out / HISTORY, history_csv(result, found))
+    if emit_kernels:
+        written, skipped = write_kernels(result, out / KERNELS_DIR)
+        _say(f"wrote {len(written)} kernels to {out / KERNELS_DIR}", progress)
+        for message in skipped:
+            _say(f"[yellow]warning:[/] {message}", progress)
     return document
+
+
+def write_kernels(result: CodesignResult, directory: pathlib.Path
+                  ) -> tuple[list[pathlib.Path], list[str]]:
+    """Each unique layer's ``@baco.jit`` kernel (`baco.dsl.emit`) as ``NN_LAYER.py``; returns
+    the files written and why the others were skipped (layers the DSL cannot express)."""
+    from baco.dsl.emit import emit
+    from workloads.errors import DSLError
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written, skipped = [], []
+    for i, row in enumerate(result.layers):
+        label = "".join(c if c.isalnum() else "_" for c in row.layer.name) or row.layer.kind
+        try:
+            source = emit(row.layer, row.mapping, result.hardware)
+        except DSLError as exc:
+            skipped.append(f"layer {i} ({label}): no kernel: {exc}")
+            continue
+        path = directory / f"{i:02d}_{label}.py"
+        _write_atomic(path, source)
+        written.append(path)
+    return written, skipped
 
 
 def results_document(config: ExperimentConfig, result: CodesignResult,
@@ -236,9 +268,11 @@ def history_csv(result: CodesignResult, found: dict[str, CodesignResult]) -> str
     return buffer.getvalue()
 
 
-def main_run(config: str, out: str | None, resume: bool, quiet: bool) -> int:
+def main_run(config: str, out: str | None, resume: bool, quiet: bool,
+             emit_kernels: bool = False) -> int:
     """The `baco run` command: run, then print a one-screen summary on stdout."""
-    document = run_experiment(config, out, resume=resume, progress=not quiet)
+    document = run_experiment(config, out, resume=resume, progress=not quiet,
+                              emit_kernels=emit_kernels)
     out_dir = output_dir(ExperimentConfig.load(config), out)
     print(f"{document['name']}: EDP {document['edp']:.4g} cycles*pJ "
           f"({document['scorer']}), latency {document['latency_cycles']:.4g} cycles, "
@@ -259,4 +293,4 @@ def main_run(config: str, out: str | None, resume: bool, quiet: bool) -> int:
 
 
 __all__ = ["baselines", "history_csv", "main_run", "output_dir", "results_document",
-           "run_experiment"]
+           "run_experiment", "write_kernels"]

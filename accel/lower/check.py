@@ -16,26 +16,38 @@ from accel.lower.core import Lowered
 from accel.lower.layout import reference as lowering_reference
 
 
-def random_inputs(low: Lowered, rng: np.random.Generator
-                  ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """``(arrays, image, initialized)``: int8 input and weights (int32 bias, int8 residual when
-    the epilogue has them), the packed DRAM image, and which of its bytes hold data (the
-    output and partial-sum regions start unwritten, so reading them before writing is an
-    error in the simulator)."""
+def random_arrays(low: Lowered, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """int8 input and weights, and the int32 bias and int8 residual when the epilogue has
+    them, in the layout's shapes."""
     lay = low.layout
     arrays = {"input": rng.integers(-128, 128, lay["input"].shape).astype(np.int8),
               "weight": rng.integers(-128, 128, lay["weight"].shape).astype(np.int8)}
     if "bias" in lay:
-        arrays["bias"] = rng.integers(-3000, 3000, lay["bias"].shape).astype(np.int32)
+        arrays["bias"] = rng.integers(-5000, 5000, lay["bias"].shape).astype(np.int32)
     if "residual" in lay:
         arrays["residual"] = rng.integers(-128, 128, lay["residual"].shape).astype(np.int8)
+    return arrays
+
+
+def pack_inputs(low: Lowered, arrays: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``(image, initialized)``: the packed DRAM image and which of its bytes hold data (the
+    output and partial-sum regions start unwritten, so the simulator reports any read of
+    them before a write)."""
+    lay = low.layout
     image = lay.pack(arrays)
     initialized = np.ones(image.size, bool)
     for name in ("output", "partial"):
         if name in lay:
             t = lay[name]
             initialized[t.offset_bytes:t.offset_bytes + t.nbytes] = False
-    return arrays, image, initialized
+    return image, initialized
+
+
+def random_inputs(low: Lowered, rng: np.random.Generator
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """``(arrays, image, initialized)``: `random_arrays` and `pack_inputs` together."""
+    arrays = random_arrays(low, rng)
+    return (arrays, *pack_inputs(low, arrays))
 
 
 def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
@@ -56,4 +68,4 @@ def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
                               full_output=epi.full_output)
 
 
-__all__ = ["expected_output", "random_inputs"]
+__all__ = ["expected_output", "pack_inputs", "random_arrays", "random_inputs"]

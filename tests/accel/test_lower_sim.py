@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel.arch import HardwareConfig
-from accel.lower import Lowered, im2col_input, im2col_weight, lower, reference
+from accel.lower import Lowered, check, im2col_input, im2col_weight, lower, reference
 from accel.mapping import Mapping
 from accel.sim import run_batch
 from workloads.errors import InfeasibleError
@@ -51,15 +51,7 @@ class Case:
 
 
 def random_arrays(low: Lowered, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    lay = low.layout
-    arrays = {"input": rng.integers(-128, 128, lay["input"].shape).astype(np.int8),
-              "weight": rng.integers(-128, 128, lay["weight"].shape).astype(np.int8)}
-    if "bias" in lay:
-        arrays["bias"] = rng.integers(-5000, 5000, lay["bias"].shape).astype(np.int32)
-    if "residual" in lay:
-        arrays["residual"] = rng.integers(-128, 128, lay["residual"].shape).astype(np.int8)
-    return arrays
+    return check.random_arrays(low, np.random.default_rng(seed))
 
 
 def simulate(cases: list[Case], hw: HardwareConfig) -> None:
@@ -68,17 +60,7 @@ def simulate(cases: list[Case], hw: HardwareConfig) -> None:
     Outputs and partial sums start uninitialized, so the simulator also reports any read of
     a value the trace never wrote.
     """
-    images, masks = [], []
-    for case in cases:
-        lay = case.low.layout
-        image = lay.pack(case.arrays)
-        mask = np.ones(image.size, bool)
-        for name in ("output", "partial"):
-            if name in lay:
-                t = lay[name]
-                mask[t.offset_bytes:t.offset_bytes + t.nbytes] = False
-        images.append(image)
-        masks.append(mask)
+    images, masks = zip(*(check.pack_inputs(case.low, case.arrays) for case in cases))
     results = run_batch([c.low.trace for c in cases], hw, images, initialized=masks)
     for case, res in zip(cases, results):
         got = case.low.layout.read(res.dram, "output")
