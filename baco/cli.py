@@ -86,9 +86,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_rtl(args: argparse.Namespace) -> int:
-    from accel.sim.rtl import validate_rtl_sim
+    from baco.rtl_validation import validate_rtl
 
-    report = validate_rtl_sim(args.file, limit=args.limit)
+    report = validate_rtl(args.file, args.predictor, model=args.model, limit=args.limit,
+                          held_out_fraction=args.holdout, split_seed=args.split_seed)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -96,12 +97,18 @@ def _cmd_validate_rtl(args: argparse.Namespace) -> int:
     for split in ("all", "train", "held_out"):
         figures = report if split == "all" else report.get(split)
         if figures:
-            print(f"  {split:8s} spearman {figures['spearman']:.3f}  pearson {figures['pearson']:.3f}"
-                  f"  pearson_log {figures['pearson_log']:.3f}  mape {100 * figures['mape']:.1f}%")
+            print(f"  {split:8s} rows {figures['rows']:5d}  pearson {figures['pearson']:.3f}  "
+                  f"pearson_log {figures['pearson_log']:.3f}  spearman {figures['spearman']:.3f}"
+                  f"  mape {100 * figures['mape']:.1f}%  pairwise "
+                  f"{figures['pairwise_accuracy']:.3f}  top-{figures['k']} recall "
+                  f"{figures['top_k_recall']:.3f}")
+    if "split" in report:
+        print(f"  (held_out: {100 * args.holdout:.0f}% of the layers, seed {args.split_seed}; "
+              "pairwise accuracy and top-k recall within each layer)")
     return 0
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate",)
+_COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate", "baco.cli_surrogate")
 """Modules with a ``register(commands)`` that adds their own subcommands to the parser."""
 
 
@@ -145,8 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_validate_timeloop)
     p = va.add_parser("rtl", help="predicted cycles against Gemmini RTL measurements")
     p.add_argument("file", help="CSV in the format of shared/data/gemmini_rtl_train.csv")
-    p.add_argument("--predictor", choices=["sim"], default="sim",
-                   help="sim: lower each row and run the simulator's timing model")
+    p.add_argument("--predictor", choices=["analytic", "sim", "hybrid"], default="sim",
+                   help="analytic: the exact model on the row's arch; sim: lower each row and "
+                   "run the simulator's timing model; hybrid: analytic x the surrogate's "
+                   "learned residual (needs --model)")
+    p.add_argument("--model", metavar="PATH", default=None,
+                   help="surrogate checkpoint folder (from `baco surrogate train`)")
+    p.add_argument("--holdout", type=float, default=0.2,
+                   help="also report this fraction of the layers apart (the split `baco "
+                   "surrogate train` holds out with the same seed)")
+    p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None, help="only the first N rows")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_validate_rtl)

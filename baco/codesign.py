@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from accel.arch import HardwareConfig
+from accel.arch import HardwareConfig, stack_hw
 from accel.mapping import Mapping
 from baco import instructions
 from baco.config import CodesignConfig
@@ -104,13 +104,14 @@ class Settings(NamedTuple):
     objective: Callable[..., Any]
 
 
-def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings
-              ) -> tuple[Any, tuple[Any, Any]]:
+def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings,
+              hybrid: Any = None) -> tuple[Any, tuple[Any, Any]]:
     """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``.
 
     Penalties (log excess, times ``settings.penalty``): buffer overflow and fan-out beyond the
     hardware (free/fixed modes), PE dims beyond ``max_pe_dim``, buffers beyond
-    ``max_sp_kb``/``max_acc_kb``.
+    ``max_sp_kb``/``max_acc_kb``. With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's
+    cycles are multiplied by the surrogate's learned residual (differentiably).
     """
     maps, hwp = relax.decode(theta, space)
     template = space.template
@@ -119,7 +120,12 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
                                     settings.aware)
     metrics = jax.vmap(lambda layer, m: instructions.evaluate(template, layer, hwp, m,
                                                               settings.aware))(space.layers, maps)
-    cycles = (metrics.cycles * space.counts).sum()
+    layer_cycles = metrics.cycles
+    if hybrid is not None:
+        residual = jax.vmap(lambda layer, m: hybrid.log_residual(template, layer, hwp, m))(
+            space.layers, maps)
+        layer_cycles = layer_cycles * jnp.exp(residual)
+    cycles = (layer_cycles * space.counts).sum()
     energy_pj = (metrics.energy_pj * space.counts).sum()
     excess = (metrics.overflow + metrics.fanout_excess).sum()
     for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
@@ -127,6 +133,45 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
         excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
     loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
     return loss, (cycles, energy_pj)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HybridObjective:
+    """`objective` with the hybrid predictor's cycles (hashed by identity: a static jit
+    argument inside `Settings`)."""
+
+    hybrid: Any
+
+    def __call__(self, theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings
+                 ) -> tuple[Any, tuple[Any, Any]]:
+        return objective(theta, space, settings, self.hybrid)
+
+
+class HybridRounder(Rounder):
+    """A `Rounder` whose exact scores carry the hybrid predictor's cycles."""
+
+    def __init__(self, *args: Any, hybrid: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hybrid = hybrid
+
+    def score(self, designs: Sequence[Design]) -> Any:
+        out = super().score(designs)
+        hwps = stack_hw([d.hw for d in designs])
+        maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
+                                      *[d.mapping_arrays() for d in designs])
+        residual = self.hybrid.residual_grid(self.template, self.packed, hwps, maps)
+        cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
+        return out._replace(cycles=cycles, edp=cycles * out.energy_pj)
+
+
+def load_predictor(config: CodesignConfig, template: Any) -> Any:
+    """The `perfmodels.atformer.Hybrid` of a ``hybrid`` config (None for ``analytic``)."""
+    if config.predictor != "hybrid":
+        return None
+    from perfmodels.atformer.hybrid import load_hybrid
+    hybrid = load_hybrid(config.model)
+    hybrid.check_template(template)
+    return hybrid
 
 
 # --------------------------------------------------------------------------- optimizer
@@ -361,10 +406,15 @@ class _Search:
         self.layers = list(net.layers)
         self.counts = np.asarray(net.counts, np.float64)
         self.base_hw = hw
-        self.rounder = Rounder(hw, self.layers, hw_mode=config.hw_mode,
-                               aware=config.instruction_aware, max_pe_dim=config.max_pe_dim,
-                               sram_step_kb=config.sram_step_kb, max_sp_kb=config.max_sp_kb,
-                               max_acc_kb=config.max_acc_kb, nearest=config.nearest)
+        self.hybrid = load_predictor(config, hw.template_spec)
+        rounder_args = {"hw_mode": config.hw_mode, "aware": config.instruction_aware,
+                        "max_pe_dim": config.max_pe_dim, "sram_step_kb": config.sram_step_kb,
+                        "max_sp_kb": config.max_sp_kb, "max_acc_kb": config.max_acc_kb,
+                        "nearest": config.nearest}
+        if self.hybrid is None:
+            self.rounder = Rounder(hw, self.layers, **rounder_args)
+        else:
+            self.rounder = HybridRounder(hw, self.layers, hybrid=self.hybrid, **rounder_args)
         self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
                                              hw_mode=config.hw_mode, tau=config.tau)
         big = math.log(1e12)
@@ -376,7 +426,7 @@ class _Search:
             learning_rate=config.learning_rate, decay_steps=config.steps_per_start,
             lr_final_fraction=config.lr_final_fraction,
             round_steps=min(config.round_every, config.steps_per_start),
-            objective=objective)
+            objective=objective if self.hybrid is None else HybridObjective(self.hybrid))
         self.key = jax.random.PRNGKey(config.seed)
         imp = config.importance
         self.importance_config = ImportanceConfig(alpha=imp.alpha, beta=imp.beta,
@@ -731,6 +781,7 @@ class _Search:
                         for s, t, e in self.history)
         extra = {
             "scorer": "instruction_aware" if self.config.instruction_aware else "analytic",
+            "predictor": self.config.predictor,
             "rounds": self.round, "starts_drawn": self.next_start,
             "config": self.config.to_dict(), "warnings": list(self.warnings),
         }

@@ -39,6 +39,7 @@ from accel.arch import HardwareConfig
 from workloads.errors import ConfigError
 
 _HW_MODES = ("min_hw", "free", "fixed")
+_PREDICTORS = ("analytic", "hybrid")
 _NEAREST = ("log", "linear")
 
 
@@ -93,6 +94,10 @@ class CodesignConfig:
     layer whose spatial C or K factor is below DIM pays for the padded rows and columns in
     compute energy and buffer rows (`baco.instructions`); the search sees it, and the score
     reported counts it.
+
+    Predictor: ``analytic`` scores latency with the analytical model; ``hybrid`` multiplies
+    its cycles by the learned residual of the surrogate at ``model`` (a folder from `baco
+    surrogate train`; `perfmodels.atformer.hybrid`), in the descent and in every exact score.
     """
 
     seed: int = 0
@@ -118,8 +123,16 @@ class CodesignConfig:
     nearest: str = "log"
     checkpoint_every: int = 5
     importance: ImportanceSettings = dataclasses.field(default_factory=ImportanceSettings)
+    predictor: str = "analytic"
+    model: str | None = None
 
     def __post_init__(self) -> None:
+        if self.predictor not in _PREDICTORS:
+            raise ConfigError(f"codesign.predictor must be one of {_PREDICTORS}, got "
+                              f"{self.predictor!r}")
+        if self.predictor == "hybrid" and not self.model:
+            raise ConfigError("codesign.predictor 'hybrid' needs codesign.model: a surrogate "
+                              "folder from `baco surrogate train`")
         _positive(self, "budget_samples", "starts", "steps_per_start", "round_every",
                   "max_pe_dim", "start_mappings", "checkpoint_every", "refine_moves")
         if not 0.0 <= self.refine_fraction < 1.0:

@@ -1,0 +1,176 @@
+"""Simulator-labelled datasets for the surrogate: sample points, run `accel.sim`, write a CSV.
+
+A point is a layer (the unique layers of zoo networks, GEMMs and convolutions alike; grouped
+layers are skipped, the CSV format has no groups column), one hardware configuration, and a
+random mapping that fits it (`baco.search._space.MappingSampler`). Its label is the cycles the
+simulator's RTL timing model gives (`accel.sim.rtl.simulate_rows`: the program lowered for a
+Gemmini chip with the point's array and buffers, timing only). The file has DOSA's columns
+(``../shared/data/README.md``), so `perfmodels.atformer.train.read_dataset` reads it like the
+real RTL rows: ``target.cycle`` holds the simulated cycles (``target.sim_cycle`` too),
+``target.energy`` the analytical model's µJ, and the ``arch.*`` columns the hardware. This is
+how simulator cycles reach `perfmodels.atformer`: as data, never as an import.
+
+>>> points = sample_points(3, dataset_hardware(), seed=0, networks=("resnet50",))
+>>> all(m.fits(layer, dataset_hardware()) for layer, m in points)
+True
+
+``generate(n, out)`` adds the simulator's labels (about a second per row on the 16x16 chip,
+more for large layers) and writes the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from accel.arch import HardwareConfig
+from accel.mapping import Mapping
+from accel.sim.rtl import RtlRow, prepare_rows, simulate_rows
+from baco.networks import load_network
+from baco.search._space import MappingSampler
+from perfmodels.analytic import exact_batch
+from workloads.errors import ConfigError, InfeasibleError
+from workloads.layer import Layer
+
+__all__ = [
+    "DEFAULT_NETWORKS",
+    "DatasetSummary",
+    "dataset_hardware",
+    "generate",
+    "sample_points",
+    "write_csv",
+]
+
+DEFAULT_NETWORKS = ("resnet50", "bert", "unet")
+COLUMNS = ("target.cycle", "target.sim_cycle", "target.energy", "mapping.mapping", "arch.pe",
+           "arch.mem1_depth", "arch.mem1_width", "arch.mem1_instances", "arch.mem2_depth",
+           "arch.mem2_width", "arch.mem2_instances", "arch.name", "prob.R", "prob.S", "prob.P",
+           "prob.Q", "prob.C", "prob.K", "prob.N", "prob.Wstride", "prob.Hstride",
+           "prob.Wdilation", "prob.Hdilation", "source")
+
+
+def dataset_hardware(dim: int = 16, sp_kb: float = 256.0, acc_kb: float = 64.0
+                     ) -> HardwareConfig:
+    """The one hardware configuration of a generated dataset (default: a 16x16 Gemmini, the
+    array DOSA's RTL rows ran on, with Gemmini's default buffers)."""
+    return HardwareConfig(template="gemmini", pe_rows=dim, pe_cols=dim, sp_kb=sp_kb,
+                          acc_kb=acc_kb, dram_bw_words=8.0, name=f"gemmini_{dim}x{dim}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSummary:
+    path: str
+    rows: int
+    layers: int
+    hardware: str
+    seed: int
+
+
+def _layer_pool(networks: Sequence[str]) -> list[Layer]:
+    pool: dict[tuple, Layer] = {}
+    for name in networks:
+        for layer in load_network(name).layers:
+            if layer.groups != 1 or layer.kind not in ("conv2d", "gemm", "gemv"):
+                continue
+            key = (tuple(getattr(layer, d) for d in "RSPQCKN"), layer.Hstride, layer.Wstride,
+                   layer.Hdilation, layer.Wdilation)
+            pool.setdefault(key, layer)
+    if not pool:
+        raise ConfigError(f"dataset: no usable layers in {list(networks)}")
+    return list(pool.values())
+
+
+def sample_points(n: int, hw: HardwareConfig, seed: int,
+                  networks: Sequence[str] = DEFAULT_NETWORKS
+                  ) -> list[tuple[Layer, Mapping]]:
+    """`n` (layer, mapping) points: layers drawn uniformly from the networks' unique layers,
+    each with a random mapping that fits `hw` (seeded)."""
+    if n < 1:
+        raise ConfigError(f"dataset: --n must be >= 1, got {n}")
+    rng = np.random.default_rng(seed)
+    pool = _layer_pool(networks)
+    picks = rng.integers(0, len(pool), size=n)
+    points: list[tuple[Layer, Mapping]] = []
+    tags = hw.template_spec.tags
+    for index in np.unique(picks):
+        count = int((picks == index).sum())
+        layer = pool[index]
+        try:
+            batch = MappingSampler(layer, hw).sample(count, rng, stages=2)
+        except InfeasibleError:
+            continue            # no mapping of this layer fits: draw others instead
+        points.extend((layer, batch.mapping(i, tags)) for i in range(count))
+    while len(points) < n:      # refill what infeasible layers left out
+        points.extend(sample_points(n - len(points), hw, int(rng.integers(1 << 31)), networks))
+    order = rng.permutation(len(points))[:n]
+    return [points[i] for i in order]
+
+
+def write_csv(path: str | os.PathLike, hw: HardwareConfig, points: Sequence[tuple[Layer, Mapping]],
+              cycles: Sequence[float], energy_uj: Sequence[float], source: str) -> None:
+    """Write points in DOSA's CSV format, atomically (a temp file, then `os.replace`)."""
+    path = pathlib.Path(path)
+    sp_depth = hw.sp_kb * 1024 * 8 / 128          # 128-bit rows, one instance
+    acc_depth = hw.acc_kb * 1024 * 8 / 128
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS)
+    writer.writeheader()
+    for (layer, mapping), c, e in zip(points, cycles, energy_uj):
+        writer.writerow({
+            "target.cycle": f"{float(c):.1f}", "target.sim_cycle": f"{float(c):.1f}",
+            "target.energy": f"{float(e):.6g}", "mapping.mapping": mapping.to_timeloop(),
+            "arch.pe": hw.pe_rows * hw.pe_cols, "arch.mem1_depth": f"{acc_depth:g}",
+            "arch.mem1_width": 128, "arch.mem1_instances": 1,
+            "arch.mem2_depth": f"{sp_depth:g}", "arch.mem2_width": 128,
+            "arch.mem2_instances": 1, "arch.name": hw.name,
+            # Timeloop pairs P with Wstride; `Layer` pairs it with Hstride (perfmodels.validate)
+            "prob.R": layer.R, "prob.S": layer.S, "prob.P": layer.P, "prob.Q": layer.Q,
+            "prob.C": layer.C, "prob.K": layer.K, "prob.N": layer.N,
+            "prob.Wstride": layer.Hstride, "prob.Hstride": layer.Wstride,
+            "prob.Wdilation": layer.Hdilation, "prob.Hdilation": layer.Wdilation,
+            "source": source,
+        })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text.getvalue())
+    os.replace(tmp, path)
+
+
+def generate(n: int, out: str | os.PathLike, *, seed: int = 0,
+             hw: HardwareConfig | None = None, networks: Sequence[str] = DEFAULT_NETWORKS,
+             progress: Callable[[int, int, str], Any] | None = None) -> DatasetSummary:
+    """Sample `n` points on `hw` (default `dataset_hardware()`), label them with the
+    simulator, and write them to `out`."""
+    if n < 1:
+        raise ConfigError(f"dataset: --n must be >= 1, got {n}")
+    hw = hw or dataset_hardware()
+    points: list[tuple[Layer, Mapping]] = []
+    rows: list[RtlRow] = []
+    draw = 0
+    while len(rows) < n:
+        if draw > 20:
+            raise InfeasibleError(f"dataset: the simulator cannot lower enough mappings on "
+                                  f"{hw.name}; try larger buffers")
+        for layer, m in sample_points(n - len(rows), hw, seed + 7919 * draw, networks):
+            row = RtlRow(index=len(rows), layer=layer, mapping=m, cycles=1.0, sp_kb=hw.sp_kb,
+                         acc_kb=hw.acc_kb)
+            try:        # the lowering pads tiles to DIM-wide rows: a few fit the model only
+                prepare_rows([row])
+            except ConfigError:
+                continue
+            points.append((layer, m))
+            rows.append(row)
+        draw += 1
+    cycles = simulate_rows(rows, progress=progress)
+    metrics = exact_batch([p[0] for p in points], hw, [p[1] for p in points], check=False)
+    write_csv(out, hw, points, cycles, np.asarray(metrics.energy_pj) * 1e-6,
+              source=f"accel.sim.rtl seed={seed}")
+    return DatasetSummary(path=str(out), rows=len(points),
+                          layers=len({id(p[0]) for p in points}), hardware=hw.name, seed=seed)
