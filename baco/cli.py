@@ -108,7 +108,8 @@ def _cmd_validate_rtl(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate", "baco.cli_surrogate")
+_COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate", "baco.cli_reproduce",
+                                      "baco.cli_surrogate")
 """Modules with a ``register(commands)`` that adds their own subcommands to the parser."""
 
 

@@ -248,6 +248,10 @@ class ExperimentConfig:
             line = f" line {mark.line + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise ConfigError(f"config {path}:{line}: malformed YAML ({problem})") from None
+        if isinstance(data, dict) and "kind" in data:
+            raise ConfigError(f"config {path}: this is a `baco reproduce` experiment (kind: "
+                              f"{data['kind']}), not a `baco run` config; run it with "
+                              f"`baco reproduce {data.get('name', path.stem)}`")
         return cls.from_dict(data, source=str(path))
 
 

@@ -67,10 +67,9 @@ class MappingBatch(NamedTuple):
 
     def keys(self) -> list[bytes]:
         """One hashable key per mapping (the arrays' bytes), for de-duplication."""
-        flat = np.concatenate([self.temporal.reshape(self.size, -1),
-                               self.spatial.reshape(self.size, -1),
-                               self.order.reshape(self.size, -1),
-                               self.stages.reshape(self.size, -1)], axis=1).astype(np.int32)
+        parts = (self.temporal, self.spatial, self.order, self.stages)
+        flat = np.concatenate([a.reshape(self.size, math.prod(a.shape[1:])) for a in parts],
+                              axis=1).astype(np.int32)  # explicit widths: a batch may be empty
         return [row.tobytes() for row in flat]
 
     @staticmethod

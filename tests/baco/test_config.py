@@ -5,12 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from baco.config import CodesignConfig, ExperimentConfig
 from baco.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "experiments" / "configs").glob("*.yaml"))
+# `baco run` configs; the files with a ``kind`` are `baco reproduce` experiments
+# (tests/reproduce/test_spec.py loads those).
+CONFIGS = sorted(p for p in (ROOT / "experiments" / "configs").glob("*.yaml")
+                 if "kind" not in (yaml.safe_load(p.read_text()) or {}))
+REPRODUCE = sorted(set((ROOT / "experiments" / "configs").glob("*.yaml")) - set(CONFIGS))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -19,6 +24,12 @@ def test_shipped_configs_load(path):
     assert config.name == path.stem
     assert config.codesign.budget_samples > 0
     assert config.hardware_config().template == "gemmini"
+
+
+def test_a_reproduce_experiment_is_not_a_run_config():
+    assert CONFIGS and REPRODUCE
+    with pytest.raises(ConfigError, match="baco reproduce table6_6"):
+        ExperimentConfig.load(ROOT / "experiments" / "configs" / "table6_6.yaml")
 
 
 def test_the_default_config_lists_the_issue_baselines():

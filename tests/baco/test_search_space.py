@@ -54,6 +54,14 @@ def test_sampler_respects_the_template_slots_and_fanout():
         batch.mapping(i, spec.tags).validate(LAYER, hw)
 
 
+def test_keys_identify_mappings_and_an_empty_batch_has_none():
+    batch = MappingSampler(LAYER, HardwareConfig.preset("eyeriss")).sample(
+        20, np.random.default_rng(2))
+    keys = batch.keys()
+    assert len(keys) == 20 and batch.take(np.array([3, 3])).keys() == [keys[3], keys[3]]
+    assert batch.take(np.array([], np.int64)).keys() == []
+
+
 def test_fullest_spatial_uses_the_whole_array_when_dims_allow():
     options = MappingSampler(LAYER, GEMMINI).fullest_spatial()
     assert options.shape[0] == 1 and options[0].prod() == 256

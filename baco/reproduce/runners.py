@@ -1,0 +1,819 @@
+"""The experiment kinds: how each expands into cases, runs one, and reduces the results.
+
+A runner has a parameter dataclass (``Params``, read strictly from the experiment file), and
+
+* ``cases(params) -> [Case]``: independent jobs, each a JSON-able parameter dict;
+* ``run_case(case_params) -> dict``: one job, a pure function of its parameters (any process
+  or Ray worker can run it);
+* ``reduce(params, results, out) -> str``: the markdown table (also written, with the CSV and the
+  plots, to ``out``); ``results`` maps case ids to their results and holds only finished ones.
+
+Kinds: ``operators`` (Table 6.6), ``ablation`` (Table 6.7), ``end_to_end`` (Fig. 6.10 and
+``baco sweep``), ``convergence`` (Fig. 6.11), ``rtl_accuracy`` (Fig. 6.12).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import json
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from baco.reproduce.methods import MethodSpec, check_methods, method_case
+from baco.reproduce.spec import PROJECT_ROOT, parse, to_plain
+from baco.reproduce.store import Case, safe_id, write_atomic
+from baco.reproduce.tables import csv_text, fmt, geomean, markdown, ratio
+from workloads.errors import ConfigError
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+@functools.cache
+def _suite(name: str, seed: int) -> tuple:
+    import workloads
+    return tuple(workloads.suite(name, seed))
+
+
+@functools.cache
+def _network(name: str) -> Any:
+    from baco.networks import load_network
+    return load_network(name)
+
+
+def spread(n_total: int, n: int | None) -> list[int]:
+    """`n` indices spread evenly over ``range(n_total)`` (all of them if `n` is None).
+
+    >>> spread(10, 3)
+    [0, 4, 9]
+    """
+    if n is None or n >= n_total:
+        return list(range(n_total))
+    return sorted({round(float(x)) for x in np.linspace(0, n_total - 1, n)})
+
+
+def _method(data: dict[str, Any]) -> MethodSpec:
+    return MethodSpec(**data)
+
+
+def _per_seed_geomean(results: dict[str, dict], ids: list[str], key: str) -> float | None:
+    values = [results[i][key] for i in ids if i in results and key in results[i]]
+    return geomean(values) if values else None
+
+
+def _write_outputs(out: pathlib.Path, title: str, notes: list[str], header: list[str],
+                   rows: list[list[Any]], csv_header: list[str] | None = None,
+                   csv_rows: list[list[Any]] | None = None) -> str:
+    text = f"# {title}\n\n" + markdown(header, rows) + "\n"
+    if notes:
+        text += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    write_atomic(out / "table.md", text)
+    write_atomic(out / "table.csv", csv_text(csv_header or header, csv_rows or rows))
+    return text
+
+
+def _save_plot(fig: Any, path: pathlib.Path) -> None:
+    from baco.plots import save
+    save(fig, path)
+
+
+def _infeasible_of(results: dict[str, dict]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for cid, res in sorted(results.items()):
+        if "infeasible" in res:
+            out.setdefault(cid.split("__")[1], []).append(res["infeasible"])
+    return out
+
+
+def _infeasible_notes(infeasible: dict[str, list[str]]) -> list[str]:
+    return [f"{label}: {len(msgs)} case(s) it cannot run, left out (first: {msgs[0]})"
+            for label, msgs in sorted(infeasible.items())]
+
+
+def _missing_note(expected: int, have: int, what: str = "cases") -> list[str]:
+    if have < expected:
+        return [(f"PARTIAL: {have} of {expected} {what} finished; rerun the same command to "
+                "finish the rest.")]
+    return []
+
+
+# ----------------------------------------------------------------------------- Table 6.6
+@dataclasses.dataclass(frozen=True)
+class OperatorParams:
+    """Table 6.6: every method on every selected case of the operator suites.
+
+    ``cases_per_suite`` picks that many cases spread evenly over each suite's evaluated subset
+    (null: all of them). ``seed_table`` holds the seed's printed values, per suite and method
+    label: ``[cycles, energy, edp_ratio]``, shown beside ours.
+    """
+
+    methods: list[MethodSpec]
+    suites: list[str] = dataclasses.field(
+        default_factory=lambda: ["gemm", "gemv", "conv1d", "conv2d"])
+    suite_seed: int = 0
+    cases_per_suite: int | None = None
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [0])
+    reference: str = "Gemmini-BACO"
+    seed_table: dict[str, dict[str, list[float]]] = dataclasses.field(default_factory=dict)
+
+
+class Operators:
+    kind = "operators"
+    Params = OperatorParams
+
+    def check(self, params: OperatorParams, where: str) -> None:
+        import workloads
+        check_methods(params.methods, where)
+        if params.reference not in [m.label for m in params.methods]:
+            raise ConfigError(f"{where}: params.reference {params.reference!r} is not a method "
+                              "label")
+        for s in params.suites:
+            if s not in workloads.suite_names():
+                raise ConfigError(f"{where}: params.suites: unknown suite {s!r} (known: "
+                                  f"{', '.join(workloads.suite_names())})")
+
+    def selected(self, params: OperatorParams) -> dict[str, list[int]]:
+        return {s: spread(len(_suite(s, params.suite_seed)), params.cases_per_suite)
+                for s in params.suites}
+
+    def cases(self, params: OperatorParams) -> list[Case]:
+        out = []
+        for suite, indices in self.selected(params).items():
+            nets = _suite(suite, params.suite_seed)
+            for i in indices:
+                for m in params.methods:
+                    for seed in params.seeds:
+                        out.append(Case(safe_id(nets[i].name, m.label, f"s{seed}"),
+                                        {"suite": suite, "suite_seed": params.suite_seed,
+                                         "index": i, "method": to_plain(m), "seed": seed}))
+        return out
+
+    @staticmethod
+    def run_case(p: dict[str, Any]) -> dict[str, Any]:
+        net = _suite(p["suite"], p["suite_seed"])[p["index"]]
+        out = method_case(_method(p["method"]), net, p["seed"])
+        out.update({"case": net.name, "suite": p["suite"], "macs": net.total_macs})
+        return out
+
+    def reduce(self, params: OperatorParams, results: dict[str, dict], out: pathlib.Path,
+               n_cases: int) -> str:
+        labels = [m.label for m in params.methods]
+        per: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+        infeasible: dict[str, list[str]] = {}
+        case_rows = []
+        for res in results.values():
+            if "infeasible" in res:
+                continue
+            per.setdefault((res["suite"], res["method"]), {}).setdefault(res["case"], {})
+            slot = per[(res["suite"], res["method"])][res["case"]]
+            for key in ("cycles", "energy_pj", "edp", "edp_plain"):
+                slot.setdefault(key, []).append(res[key])
+            case_rows.append([res["suite"], res["case"], res["method"], res["seed"],
+                              res["scorer"], res["cycles"], res["energy_pj"], res["edp"],
+                              res["edp_plain"], res["samples"], res["hardware"]["pe_rows"],
+                              res["hardware"]["sp_kb"], res["hardware"]["acc_kb"]])
+        for cid, res in sorted(results.items()):
+            if "infeasible" in res:
+                infeasible.setdefault(cid.split("__")[1], []).append(res["infeasible"])
+
+        def agg(suite: str, label: str) -> dict[str, dict[str, float]]:
+            return {case: {k: geomean(v) for k, v in vals.items()}
+                    for case, vals in per.get((suite, label), {}).items()}
+
+        header = ["Benchmark", "Accelerator", "#Cases", "Cycles", "Energy (pJ)", "EDP",
+                  "EDP (plain model)", "seed Cycles", "seed Energy", "seed EDP"]
+        rows, csv_rows, bars, seed_bars = [], [], {lb: [] for lb in labels}, {}
+        overall: dict[str, list[float]] = {lb: [] for lb in labels}
+        for suite in params.suites:
+            ref = agg(suite, params.reference)
+            for label in labels:
+                mine = agg(suite, label)
+                common = sorted(set(mine) & set(ref))
+                cyc = geomean(mine[c]["cycles"] for c in common) if common else None
+                en = geomean(mine[c]["energy_pj"] for c in common) if common else None
+                edp = (geomean(mine[c]["edp"] / ref[c]["edp"] for c in common)
+                       if common else None)
+                plain = (geomean(mine[c]["edp_plain"] / ref[c]["edp_plain"] for c in common)
+                         if common else None)
+                if common:
+                    overall[label] += [mine[c]["edp"] / ref[c]["edp"] for c in common]
+                seed = params.seed_table.get(suite, {}).get(label, [None, None, None])
+                rows.append([suite.upper() if len(suite) <= 4 else suite, label, len(common),
+                             fmt(cyc), fmt(en), ratio(edp), ratio(plain), fmt(seed[0]),
+                             fmt(seed[1]), ratio(seed[2])])
+                csv_rows.append([suite, label, len(common), cyc, en, edp, plain, *seed])
+                bars[label].append(edp)
+                seed_bars.setdefault(label, []).append(seed[2])
+        rows.append(["all four", "geomean EDP", "", "", "", "", "", "", "", ""])
+        for label in labels:
+            seed_vals = [v for v in seed_bars.get(label, []) if v]
+            seed_geo = geomean(seed_vals) if len(seed_vals) == len(params.suites) else None
+            rows.append(["", label, len(overall[label]), "", "",
+                         ratio(geomean(overall[label]) if overall[label] else None), "", "",
+                         "", ratio(seed_geo)])
+        notes = [
+            ("Cycles and Energy: geometric means over the cases both this method and "
+            f"{params.reference} could map; EDP: geometric mean of the per-case EDP ratio to "
+            f"{params.reference} (= the ratio of the geomean cycles x energy, as the seed's)."),
+            ("Scorer: Gemmini designs as DIM x DIM instructions run them (padding counted, "
+            "`baco.rounding.common_score`); Eyeriss/NVDLA on their own analytic templates. "
+            "'EDP (plain model)': every design on the plain analytic model."),
+            f"Cases per suite: {params.cases_per_suite or 'all'} (suite seed "
+            f"{params.suite_seed}); search seeds {params.seeds}; budgets: "
+            + ", ".join(f"{m.label} {m.search} {m.budget}" for m in params.methods) + ".",
+        ]
+        notes += _infeasible_notes(infeasible)
+        notes += _missing_note(n_cases, len(results))
+        text = _write_outputs(out, "Table 6.6: single-operator benchmark", notes, header, rows,
+                              ["suite", "method", "cases", "cycles_geomean",
+                               "energy_pj_geomean", "edp_ratio", "edp_ratio_plain",
+                               "seed_cycles", "seed_energy", "seed_edp_ratio"], csv_rows)
+        write_atomic(out / "cases.csv", csv_text(
+            ["suite", "case", "method", "seed", "scorer", "cycles", "energy_pj", "edp",
+             "edp_plain", "samples", "pe_dim", "sp_kb", "acc_kb"], sorted(case_rows)))
+        from baco.plots import grouped_bars
+        _save_plot(grouped_bars([s.upper() for s in params.suites], bars, reference=seed_bars,
+                                title="Table 6.6: EDP relative to " + params.reference),
+                   out / "edp_ratio.png")
+        return text
+
+
+# ----------------------------------------------------------------------------- Fig. 6.10 / sweep
+@dataclasses.dataclass(frozen=True)
+class EndToEndParams:
+    """Fig. 6.10 (and ``baco sweep``): every method on every network, per seed."""
+
+    methods: list[MethodSpec]
+    networks: list[str] = dataclasses.field(default_factory=lambda: ["resnet50"])
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [0])
+    reference: str = "Gemmini-BACO"
+    seed_notes: list[str] = dataclasses.field(default_factory=list)
+    title: str = "Fig. 6.10: end-to-end EDP"
+
+
+class EndToEnd:
+    kind = "end_to_end"
+    Params = EndToEndParams
+    history = False
+    title = "Fig. 6.10: end-to-end EDP"
+
+    def check(self, params: EndToEndParams, where: str) -> None:
+        check_methods(params.methods, where)
+        if params.reference not in [m.label for m in params.methods]:
+            raise ConfigError(f"{where}: params.reference {params.reference!r} is not a method "
+                              "label")
+        from baco.networks import load_network
+        for name in params.networks:
+            try:
+                load_network(name)
+            except Exception as exc:  # noqa: BLE001 - reported with the field
+                raise ConfigError(f"{where}: params.networks: {name!r}: {exc}") from None
+
+    def cases(self, params: EndToEndParams) -> list[Case]:
+        return [Case(safe_id(net, m.label, f"s{seed}"),
+                     {"network": net, "method": to_plain(m), "seed": seed,
+                      "history": self.history})
+                for net in params.networks for m in params.methods for seed in params.seeds]
+
+    @staticmethod
+    def run_case(p: dict[str, Any]) -> dict[str, Any]:
+        net = _network(p["network"])
+        out = method_case(_method(p["method"]), net, p["seed"], history=p["history"],
+                          layers=True)
+        out["network"] = p["network"]
+        return out
+
+    def _table(self, params: EndToEndParams, results: dict[str, dict]
+               ) -> tuple[dict[tuple[str, str], dict[str, Any]], list[str]]:
+        labels = [m.label for m in params.methods]
+        cells: dict[tuple[str, str], dict[str, Any]] = {}
+        for net in params.networks:
+            for label in labels:
+                ids = [safe_id(net, label, f"s{s}") for s in params.seeds]
+                found = [results[i] for i in ids if i in results and "infeasible" not in results[i]]
+                if not found:
+                    continue
+                cells[(net, label)] = {
+                    "edp": geomean(r["edp"] for r in found),
+                    "edp_plain": geomean(r["edp_plain"] for r in found),
+                    "cycles": geomean(r["cycles"] for r in found),
+                    "energy_pj": geomean(r["energy_pj"] for r in found),
+                    "seeds": len(found), "runs": found}
+        return cells, labels
+
+    def reduce(self, params: EndToEndParams, results: dict[str, dict], out: pathlib.Path,
+               n_cases: int) -> str:
+        cells, labels = self._table(params, results)
+        header = ["Network", "Method", "Seeds", "Cycles", "Energy (pJ)", "EDP (cycles x pJ)",
+                  f"EDP / {params.reference}", "plain-model EDP ratio"]
+        rows, csv_rows = [], []
+        bars: dict[str, list[float | None]] = {lb: [] for lb in labels}
+        for net in params.networks:
+            ref = cells.get((net, params.reference))
+            for label in labels:
+                c = cells.get((net, label))
+                r = c["edp"] / ref["edp"] if c and ref else None
+                rp = c["edp_plain"] / ref["edp_plain"] if c and ref else None
+                bars[label].append(r)
+                rows.append([net, label, c["seeds"] if c else 0,
+                             fmt(c["cycles"]) if c else "-", fmt(c["energy_pj"]) if c else "-",
+                             fmt(c["edp"]) if c else "-", ratio(r), ratio(rp)])
+                csv_rows.append([net, label, c["seeds"] if c else 0,
+                                 *(c[k] if c else None for k in ("cycles", "energy_pj", "edp")),
+                                 r, rp])
+        geo = ["all networks", "geomean", "", "", "", "", "", ""]
+        rows.append(geo)
+        for label in labels:
+            vals = [v for v in bars[label] if v]
+            rows.append(["", label, "", "", "", "",
+                         ratio(geomean(vals) if len(vals) == len(params.networks) else None),
+                         ""])
+        notes = [
+            (f"EDP: geometric mean over seeds {params.seeds} of each run's final design; "
+            "Gemmini designs scored as DIM x DIM instructions run them (padding counted), "
+            "Eyeriss/NVDLA on their own analytic templates; the last column puts every design "
+            "on the plain analytic model."),
+            "Budgets: " + ", ".join(f"{m.label} {m.search} {m.budget}"
+                                    for m in params.methods) + ".",
+            *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
+            *_missing_note(n_cases, len(results))]
+        text = _write_outputs(out, params.title, notes, header, rows,
+                              ["network", "method", "seeds", "cycles", "energy_pj", "edp",
+                               "edp_ratio", "edp_ratio_plain"], csv_rows)
+        self._plots(params, cells, labels, bars, out)
+        return text
+
+    def _plots(self, params: EndToEndParams, cells: dict, labels: list[str], bars: dict,
+               out: pathlib.Path) -> None:
+        from baco.plots import energy_latency, grouped_bars, layer_breakdown
+        _save_plot(grouped_bars(params.networks, bars, ylabel=f"EDP / {params.reference}",
+                                title=getattr(params, "title", self.title)),
+                   out / "edp_ratio.png")
+        for net in params.networks:
+            points = [(label, r["cycles"], r["energy_pj"]) for label in labels
+                      for r in (cells.get((net, label)) or {}).get("runs", [])]
+            ref_points = [i for i, p in enumerate(points) if p[0] == params.reference]
+            if points:
+                best = min(ref_points, key=lambda i: points[i][1] * points[i][2]) \
+                    if ref_points else None
+                _save_plot(energy_latency(points, chosen=best, title=f"{net}: designs found"),
+                           out / f"tradeoff_{safe_id(net)}.png")
+            breakdown = {}
+            for label in labels:
+                c = cells.get((net, label))
+                if c and c["runs"][0].get("layers"):
+                    run = min(c["runs"], key=lambda r: r["edp"])
+                    breakdown[label] = [(x["name"], x["count"] * x["cycles"])
+                                        for x in run["layers"]]
+            if breakdown:
+                _save_plot(layer_breakdown(breakdown, quantity="count x latency (cycles)",
+                                           title=f"{net}: per-layer latency"),
+                           out / f"layers_{safe_id(net)}.png")
+
+
+# ----------------------------------------------------------------------------- Fig. 6.11
+@dataclasses.dataclass(frozen=True)
+class ConvergenceParams:
+    """Fig. 6.11: best EDP against samples for each search, per network and seed."""
+
+    methods: list[MethodSpec]
+    networks: list[str] = dataclasses.field(default_factory=lambda: ["resnet50"])
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [0])
+    marks: list[int] = dataclasses.field(default_factory=lambda: [100, 500, 1000, 2000, 5000])
+    reference: str = "BACO"
+    seed_notes: list[str] = dataclasses.field(default_factory=list)
+
+
+class Convergence(EndToEnd):
+    kind = "convergence"
+    Params = ConvergenceParams
+    history = True
+    title = "Fig. 6.11: best EDP against samples"
+
+    @staticmethod
+    def best_at(history: list[list[float]], samples: int) -> float | None:
+        vals = [e for s, e in history if s <= samples]
+        return min(vals) if vals else None
+
+    def reduce(self, params: ConvergenceParams, results: dict[str, dict], out: pathlib.Path,
+               n_cases: int) -> str:
+        from baco.plots import convergence, energy_latency
+        cells, labels = self._table(params, results)
+        header = ["Network", "Method", "Seeds", *[f"best EDP @{m}" for m in params.marks],
+                  *[f"/ {params.reference} @{m}" for m in params.marks],
+                  "final EDP (common scorer)"]
+        rows, csv_rows = [], []
+        for net in params.networks:
+            at: dict[str, list[float | None]] = {}
+            for label in labels:
+                c = cells.get((net, label))
+                vals = []
+                for mark in params.marks:
+                    got = [self.best_at(r["history"], mark) for r in (c or {}).get("runs", [])]
+                    vals.append(geomean(got) if got and all(g for g in got) else None)
+                at[label] = vals
+            ref = at.get(params.reference, [None] * len(params.marks))
+            for label in labels:
+                c = cells.get((net, label))
+                ratios = [a / b if a and b else None for a, b in zip(at[label], ref)]
+                rows.append([net, label, c["seeds"] if c else 0, *map(fmt, at[label]),
+                             *map(ratio, ratios), fmt(c["edp"]) if c else "-"])
+                csv_rows.append([net, label, c["seeds"] if c else 0, *at[label], *ratios,
+                                 c["edp"] if c else None])
+            curves = {}
+            for label in labels:
+                c = cells.get((net, label))
+                if c:
+                    curve = _geomean_curve([r["history"] for r in c["runs"]])
+                    end = max(r["samples"] for r in c["runs"])
+                    if curve and end > curve[-1][0]:
+                        curve.append((end, curve[-1][1]))     # flat to the end of the budget
+                    curves[label] = curve
+            if curves:
+                _save_plot(convergence(curves, title=f"{net}: best EDP against samples",
+                                       log_x=True),
+                           out / f"convergence_{safe_id(net)}.png")
+            points = [(label, r["cycles"], r["energy_pj"]) for label in labels
+                      for r in (cells.get((net, label)) or {}).get("runs", [])]
+            if points:
+                mine = [i for i, p in enumerate(points) if p[0] == params.reference]
+                best = min(mine, key=lambda i: points[i][1] * points[i][2]) if mine else None
+                _save_plot(energy_latency(points, chosen=best,
+                                          title=f"{net}: final designs (common scorer)"),
+                           out / f"tradeoff_{safe_id(net)}.png")
+        notes = [
+            ("best EDP @N: the best EDP the search had found within N samples (one sample = one "
+            "whole-network point, `baco.result`), as the search scored it: BACO "
+            "instruction-aware (padding counted), the baselines on the plain analytic model, "
+            "which can only flatter them; geometric mean over seeds "
+            f"{params.seeds} (a seed that had found nothing yet leaves the cell empty)."),
+            "final EDP: each search's final design on the common scorer (instruction-aware).",
+            "Budgets: " + ", ".join(f"{m.label} {m.search} {m.budget}"
+                                    for m in params.methods) + ".",
+            *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
+            *_missing_note(n_cases, len(results))]
+        return _write_outputs(out, self.title, notes, header, rows,
+                              ["network", "method", "seeds",
+                               *[f"best_edp_at_{m}" for m in params.marks],
+                               *[f"ratio_at_{m}" for m in params.marks], "final_edp"],
+                              csv_rows)
+
+
+def _geomean_curve(histories: list[list[list[float]]]) -> list[tuple[float, float]]:
+    """The geometric mean over runs of the best EDP so far, at every sample count where any
+    run improved (from the first count where every run has a value)."""
+    marks = sorted({int(s) for h in histories for s, _ in h})
+    out = []
+    for mark in marks:
+        vals = [Convergence.best_at(h, mark) for h in histories]
+        if all(v is not None for v in vals):
+            out.append((mark, geomean(vals)))
+    return out
+
+
+# ----------------------------------------------------------------------------- Table 6.7
+@dataclasses.dataclass(frozen=True)
+class AblationRow:
+    """One column of Table 6.7: which components are on, and the method that has them.
+    ``requires``: `CodesignConfig` fields the row needs (the row is "not available" when the
+    installed code lacks one)."""
+
+    id: str
+    method: MethodSpec
+    components: list[str] = dataclasses.field(default_factory=list)
+    requires: list[str] = dataclasses.field(default_factory=list)
+    seed_improvement: float | None = None
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationParams:
+    rows: list[AblationRow]
+    network: str = "resnet50"
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [0])
+    baseline: str = "a"
+    components: list[str] = dataclasses.field(default_factory=lambda: [
+        "Block Partition", "Infer HW Config", "Analytical Perf. Model", "Learned Perf. Model",
+        "Importance Estimation"])
+
+
+def missing_fields(required: list[str]) -> list[str]:
+    from baco.config import CodesignConfig
+    names = {f.name for f in dataclasses.fields(CodesignConfig)}
+    return [r for r in required if r not in names]
+
+
+def unavailable(row: AblationRow) -> str | None:
+    """Why the installed code cannot run `row` (a `CodesignConfig` field it needs is missing,
+    or the surrogate folder its options name does not exist), or None."""
+    from baco.reproduce.methods import resolve_path
+    missing = missing_fields(row.requires)
+    if missing:
+        return f"CodesignConfig has no field {', '.join(repr(m) for m in missing)}"
+    model = row.method.options.get("model")
+    if isinstance(model, str) and not resolve_path(model).exists():
+        return (f"no surrogate at {model} (train it: baco surrogate train --data "
+                f"../shared/data/gemmini_rtl_train.csv --out {model} ...)")
+    return None
+
+
+class Ablation:
+    kind = "ablation"
+    Params = AblationParams
+
+    def check(self, params: AblationParams, where: str) -> None:
+        ids = [r.id for r in params.rows]
+        if params.baseline not in ids:
+            raise ConfigError(f"{where}: params.baseline {params.baseline!r} is not a row id")
+        for r in params.rows:
+            for comp in r.components:
+                if comp not in params.components:
+                    raise ConfigError(f"{where}: row {r.id!r}: unknown component {comp!r} "
+                                      f"(known: {', '.join(params.components)})")
+        check_methods([r.method for r in params.rows if not unavailable(r)], where)
+
+    def cases(self, params: AblationParams) -> list[Case]:
+        return [Case(safe_id(params.network, f"row-{r.id}", f"s{seed}"),
+                     {"network": params.network, "row": r.id, "method": to_plain(r.method),
+                      "seed": seed})
+                for r in params.rows if not unavailable(r) for seed in params.seeds]
+
+    @staticmethod
+    def run_case(p: dict[str, Any]) -> dict[str, Any]:
+        out = method_case(_method(p["method"]), _network(p["network"]), p["seed"])
+        out["row"] = p["row"]
+        return out
+
+    def reduce(self, params: AblationParams, results: dict[str, dict], out: pathlib.Path,
+               n_cases: int) -> str:
+        edps: dict[str, float | None] = {}
+        plain: dict[str, float | None] = {}
+        for r in params.rows:
+            ids = [safe_id(params.network, f"row-{r.id}", f"s{s}") for s in params.seeds]
+            edps[r.id] = _per_seed_geomean(results, ids, "edp")
+            plain[r.id] = _per_seed_geomean(results, ids, "edp_plain")
+        base, base_plain = edps.get(params.baseline), plain.get(params.baseline)
+        header = ["Setting", *[f"({r.id})" for r in params.rows]]
+        rows = [[comp, *["✓" if comp in r.components else "" for r in params.rows]]
+                for comp in params.components]
+        improvement, improvement_plain, status = [], [], []
+        for r in params.rows:
+            why = unavailable(r)
+            if why:
+                improvement.append(None)
+                improvement_plain.append(None)
+                status.append(f"({r.id}) not available: {why}")
+                continue
+            e, p = edps[r.id], plain[r.id]
+            improvement.append(base / e if base and e else None)
+            improvement_plain.append(base_plain / p if base_plain and p else None)
+        rows.append(["EDP (cycles x pJ, geomean over seeds)",
+                     *[fmt(edps[r.id]) if not unavailable(r) else "n/a"
+                       for r in params.rows]])
+        rows.append(["Improvement (ours)", *[ratio(v) if v else
+                                             ("n/a" if unavailable(r) else "-")
+                                             for v, r in zip(improvement, params.rows)]])
+        rows.append(["Improvement (plain model)", *[ratio(v) if v else "-"
+                                                    for v in improvement_plain]])
+        rows.append(["Improvement (seed)", *[ratio(r.seed_improvement) for r in params.rows]])
+        notes = [(f"Network {params.network}; seeds {params.seeds}; improvement = EDP of "
+                 f"({params.baseline}) / EDP of the row, every design scored as DIM x DIM "
+                 "instructions run it (padding counted); 'plain model' scores the same designs "
+                 "on the plain analytic model."),
+                 *[f"({r.id}) {r.method.search} on {r.method.hardware}, budget "
+                   f"{r.method.budget}, options {json.dumps(r.method.options)}"
+                   + (f" -- {r.note}" if r.note else "") for r in params.rows],
+                 *status, *_infeasible_notes(_infeasible_of(results)),
+                 *_missing_note(n_cases, len(results))]
+        csv_rows = [[r.id, "+".join(r.components), edps[r.id], v, vp, r.seed_improvement,
+                     "not available" if unavailable(r) else ""]
+                    for r, v, vp in zip(params.rows, improvement, improvement_plain)]
+        text = _write_outputs(out, f"Table 6.7: ablation on {params.network}", notes, header,
+                              rows, ["row", "components", "edp", "improvement",
+                                     "improvement_plain", "seed_improvement", "status"],
+                              csv_rows)
+        from baco.plots import grouped_bars
+        avail = [r for r, v in zip(params.rows, improvement) if v]
+        if avail:
+            _save_plot(grouped_bars([f"({r.id})" for r in avail],
+                                    {"ours": [v for v in improvement if v]},
+                                    reference={"ours": [r.seed_improvement for r in avail]},
+                                    ylabel=f"EDP improvement over ({params.baseline})",
+                                    title="Table 6.7: ablation", log=False),
+                       out / "improvement.png")
+        return text
+
+
+# ----------------------------------------------------------------------------- Fig. 6.12
+PREDICTORS = ("analytic", "sim", "hybrid")
+
+
+@dataclasses.dataclass(frozen=True)
+class RtlParams:
+    """Fig. 6.12: predicted against measured cycles on DOSA's Gemmini RTL rows.
+
+    ``data`` is relative to the project root. Held out: every ``held_out_every``-th row (the
+    split the simulator's constants were fitted around, `accel.sim.rtl`); the hybrid trains
+    on the rest. ``hybrid`` holds `perfmodels.atformer.TrainConfig` keys.
+    """
+
+    data: str = "../shared/data/gemmini_rtl_train.csv"
+    limit: int | None = None
+    predictors: list[str] = dataclasses.field(default_factory=lambda: list(PREDICTORS))
+    chunk_rows: int = 200
+    held_out_every: int = 5
+    hybrid: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hybrid_array_dim: int | None = None
+    seed_correlation: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def hybrid_unavailable() -> str | None:
+    """Why the hybrid (analytic + ATFormer) predictor cannot run here, or None."""
+    if importlib.util.find_spec("perfmodels.atformer") is None:
+        return "perfmodels.atformer is not installed (issue 7)"
+    try:
+        mod = importlib.import_module("perfmodels.atformer")
+    except Exception as exc:  # noqa: BLE001 - any import failure makes it unavailable
+        return f"perfmodels.atformer does not import ({type(exc).__name__}: {exc})"
+    missing = [n for n in ("read_dataset", "TrainConfig") if not hasattr(mod, n)]
+    if _trainer() is None:
+        missing.append("train_surrogate")
+    if missing:
+        return f"perfmodels.atformer has no {', '.join(missing)}"
+    return None
+
+
+def _trainer() -> Any:
+    """The surrogate's training function (``perfmodels.atformer.train_surrogate``, or the
+    ``train`` function of ``perfmodels.atformer.train``), or None."""
+    import perfmodels.atformer as at
+    fn = getattr(at, "train_surrogate", None)
+    if callable(fn):
+        return fn
+    try:
+        fn = getattr(importlib.import_module("perfmodels.atformer.train"), "train", None)
+    except ImportError:
+        return None
+    return fn if callable(fn) else None
+
+
+class RtlAccuracy:
+    kind = "rtl_accuracy"
+    Params = RtlParams
+
+    def check(self, params: RtlParams, where: str) -> None:
+        for p in params.predictors:
+            if p not in PREDICTORS:
+                raise ConfigError(f"{where}: params.predictors: unknown predictor {p!r} "
+                                  f"(known: {', '.join(PREDICTORS)})")
+        if not self.path(params).exists():
+            raise ConfigError(f"{where}: params.data: {self.path(params)} does not exist")
+        if params.chunk_rows < 1 or params.held_out_every < 2:
+            raise ConfigError(f"{where}: params.chunk_rows must be >= 1 and "
+                              "params.held_out_every >= 2")
+
+    @staticmethod
+    def path(params: RtlParams) -> pathlib.Path:
+        return (PROJECT_ROOT / params.data).resolve()
+
+    def n_rows(self, params: RtlParams) -> int:
+        with self.path(params).open() as fh:
+            n = sum(1 for _ in fh) - 1
+        return n if params.limit is None else min(n, params.limit)
+
+    def cases(self, params: RtlParams) -> list[Case]:
+        base = {"data": params.data, "limit": params.limit,
+                "held_out_every": params.held_out_every}
+        out = []
+        for p in params.predictors:
+            if p == "sim":
+                n = self.n_rows(params)
+                for start in range(0, n, params.chunk_rows):
+                    stop = min(n, start + params.chunk_rows)
+                    out.append(Case(f"sim__rows-{start:05d}-{stop:05d}",
+                                    {**base, "predictor": p, "start": start, "stop": stop}))
+            elif p == "hybrid" and hybrid_unavailable():
+                continue
+            else:
+                extra = ({"train": params.hybrid, "array_dim": params.hybrid_array_dim}
+                         if p == "hybrid" else {})
+                out.append(Case(p, {**base, "predictor": p, **extra}))
+        return out
+
+    @staticmethod
+    def run_case(p: dict[str, Any]) -> dict[str, Any]:
+        p = {**p, "data": str((PROJECT_ROOT / p["data"]).resolve())}
+        pred = p["predictor"]
+        if pred == "sim":
+            from accel.sim.rtl import read_rtl_csv, simulate_rows
+            rows = read_rtl_csv(p["data"], limit=p["stop"])[p["start"]:p["stop"]]
+            cycles = simulate_rows(rows)
+            return {"predictor": pred, "index": [r.index for r in rows],
+                    "predicted": [float(c) for c in cycles],
+                    "measured": [r.cycles for r in rows],
+                    "summary": f"rows {p['start']}-{p['stop']} simulated"}
+        if pred == "analytic":
+            from perfmodels.validate import evaluate_rows, read_rows
+            rows = read_rows(p["data"], limit=p["limit"], strict=False,
+                             cycles_key="target.gemmini_cycle")
+            cycles = np.asarray(evaluate_rows(rows).cycles, np.float64)
+            return {"predictor": pred, "index": [r.index for r in rows],
+                    "predicted": [float(c) for c in cycles],
+                    "measured": [r.cycles for r in rows],
+                    "summary": f"{len(rows)} rows scored"}
+        # hybrid: train the residual on the training split, predict every row
+        reason = hybrid_unavailable()
+        if reason:
+            raise ConfigError(f"hybrid predictor: {reason}")
+        import perfmodels.atformer as at
+        rows, data = at.read_dataset(p["data"], limit=p["limit"], array_dim=p["array_dim"])
+        index = np.array([r.index for r in rows])
+        train_rows = np.flatnonzero(index % p["held_out_every"] != 0)
+        surrogate = _trainer()(data.take(train_rows), at.TrainConfig.from_dict(p["train"]))
+        cycles = surrogate.predict_tokens(data.tokens)
+        return {"predictor": pred, "index": index.tolist(),
+                "predicted": [float(c) for c in cycles], "measured": [r.cycles for r in rows],
+                "summary": f"trained on {len(train_rows)} rows",
+                "train_info": json.loads(json.dumps(surrogate.info, default=str))}
+
+    def reduce(self, params: RtlParams, results: dict[str, dict], out: pathlib.Path,
+               n_cases: int) -> str:
+        from accel.sim.rtl import metrics
+        from baco.plots import predicted_vs_measured
+        series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for pred in params.predictors:
+            parts = sorted((r for r in results.values() if r.get("predictor") == pred),
+                           key=lambda r: r["index"][0])
+            if parts:
+                idx = np.concatenate([r["index"] for r in parts])
+                series[pred] = (idx, np.concatenate([r["predicted"] for r in parts]),
+                                np.concatenate([r["measured"] for r in parts]))
+        header = ["Predictor", "Rows", "split", "Pearson", "Pearson (log)", "Spearman", "MAPE",
+                  "seed correlation (test)"]
+        rows, csv_rows = [], []
+        for pred in params.predictors:
+            if pred not in series:
+                why = hybrid_unavailable() if pred == "hybrid" else "not run yet"
+                rows.append([pred, 0, "-", "-", "-", "-", "-",
+                             fmt(params.seed_correlation.get(pred))])
+                csv_rows.append([pred, 0, "", None, None, None, None,
+                                 params.seed_correlation.get(pred), f"not available: {why}"])
+                continue
+            idx, p, m = series[pred]
+            held = idx % params.held_out_every == 0
+            for split, mask in (("held-out", held), ("all", np.ones_like(held))):
+                if mask.sum() < 2:
+                    continue
+                f = metrics(p[mask], m[mask])
+                rows.append([pred, f["rows"], split, f"{f['pearson']:.3f}",
+                             f"{f['pearson_log']:.3f}", f"{f['spearman']:.3f}",
+                             f"{100 * f['mape']:.1f}%",
+                             fmt(params.seed_correlation.get(pred)) if split == "held-out"
+                             else ""])
+                csv_rows.append([pred, f["rows"], split, f["pearson"], f["pearson_log"],
+                                 f["spearman"], f["mape"], params.seed_correlation.get(pred),
+                                 ""])
+        notes = [(f"Data: {params.data} ({'first ' + str(params.limit) if params.limit else 'all'}"
+                 f" rows); held-out split: every {params.held_out_every}th row (by index), the "
+                 "hybrid trains on the rest."),
+                 ("analytic: the exact analytical model on each row's architecture columns "
+                 "(the Timeloop model that drew the mapping); sim: the lowered trace on the "
+                 "16x16 RTL chip model (`accel.sim.rtl.simulate_rows`); hybrid: analytic x "
+                 "exp(ATFormer residual) (`perfmodels.atformer`).")]
+        if "hybrid" in params.predictors and hybrid_unavailable():
+            notes.append(f"hybrid not available: {hybrid_unavailable()}")
+        notes += _missing_note(n_cases, len(results))
+        text = _write_outputs(out, "Fig. 6.12: predicted against measured cycles (Gemmini RTL)",
+                              notes, header, rows,
+                              ["predictor", "rows", "split", "pearson", "pearson_log",
+                               "spearman", "mape", "seed_correlation", "status"], csv_rows)
+        if series:
+            any_idx = next(iter(series.values()))[0]
+            same = all(np.array_equal(s[0], any_idx) for s in series.values())
+            _save_plot(predicted_vs_measured(
+                {k: (v[1], v[2]) for k, v in series.items()},
+                highlight=(any_idx % params.held_out_every == 0) if same else None,
+                title="Fig. 6.12: predicted vs measured (held-out filled)"),
+                out / "predicted_vs_measured.png")
+        return text
+
+
+RUNNERS: dict[str, Any] = {r.kind: r for r in (Operators(), EndToEnd(), Convergence(),
+                                               Ablation(), RtlAccuracy())}
+"""Kind -> runner."""
+
+
+def parse_params(kind: str, data: dict[str, Any], where: str) -> Any:
+    if kind not in RUNNERS:
+        raise ConfigError(f"{where}: unknown kind {kind!r} (known: {', '.join(RUNNERS)})")
+    runner = RUNNERS[kind]
+    params = parse(runner.Params, data, "params", where)
+    runner.check(params, where)
+    return params
+
+
+__all__ = ["PREDICTORS", "RUNNERS", "hybrid_unavailable", "missing_fields", "parse_params",
+           "spread"]

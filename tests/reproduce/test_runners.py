@@ -1,0 +1,119 @@
+"""The reducers on hand-made case results: the numbers in the tables are the right
+aggregates, and unavailable or infeasible entries are said to be so."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from baco.reproduce.runners import RUNNERS, missing_fields, parse_params, spread
+from baco.reproduce.store import safe_id
+
+
+def _csv(path):
+    return list(csv.DictReader(path.open()))
+
+
+def _op(suite, case, method, cycles, energy, edp_plain=None):
+    return {"suite": suite, "case": case, "method": method, "seed": 0,
+            "scorer": "analytic", "cycles": cycles, "energy_pj": energy,
+            "edp": cycles * energy, "edp_plain": edp_plain or cycles * energy, "samples": 1,
+            "hardware": {"pe_rows": 16, "sp_kb": 1.0, "acc_kb": 1.0}}
+
+
+def test_spread_picks_evenly_and_all_when_none():
+    assert spread(170, 4) == [0, 56, 113, 169]
+    assert spread(3, None) == [0, 1, 2] == spread(3, 10)
+
+
+def test_operators_table_is_geomean_of_paired_ratios(tmp_path):
+    methods = [{"label": "A", "search": "gemmini_default"}, {"label": "B", "search": "baco"}]
+    params = parse_params("operators", {
+        "suites": ["gemm"], "methods": methods, "reference": "B",
+        "seed_table": {"gemm": {"A": [1, 2, 4.89]}}}, "t.yaml")
+    results = {
+        safe_id("gemm/1", "A", "s0"): _op("gemm", "gemm/1", "A", 4.0, 2.0),
+        safe_id("gemm/1", "B", "s0"): _op("gemm", "gemm/1", "B", 1.0, 1.0),
+        safe_id("gemm/2", "A", "s0"): _op("gemm", "gemm/2", "A", 9.0, 1.0),
+        safe_id("gemm/2", "B", "s0"): _op("gemm", "gemm/2", "B", 1.0, 1.0),
+        safe_id("gemm/3", "A", "s0"): {"infeasible": "A cannot run gemm/3: no mapping"},
+        safe_id("gemm/3", "B", "s0"): _op("gemm", "gemm/3", "B", 5.0, 5.0),
+    }
+    text = RUNNERS["operators"].reduce(params, results, tmp_path, n_cases=8)
+    rows = {r["method"]: r for r in _csv(tmp_path / "table.csv")}
+    # A on the two cases both ran: ratios 8 and 9 -> geomean sqrt(72)
+    assert float(rows["A"]["edp_ratio"]) == pytest.approx(math.sqrt(72))
+    assert float(rows["A"]["cycles_geomean"]) == pytest.approx(6.0)
+    assert rows["A"]["cases"] == "2" and rows["B"]["cases"] == "3"
+    assert float(rows["B"]["edp_ratio"]) == 1.0
+    assert rows["A"]["seed_edp_ratio"] == "4.89"
+    assert "A: 1 case(s) it cannot run" in text and "no mapping" in text
+    assert "PARTIAL: 6 of 8 cases" in text
+    assert (tmp_path / "edp_ratio.png").exists() and (tmp_path / "cases.csv").exists()
+
+
+def test_ablation_row_needing_a_missing_field_is_not_available(tmp_path):
+    rows = [{"id": "a", "method": {"label": "a", "search": "gemmini_default", "budget": 1}},
+            {"id": "b", "components": ["Block Partition"],
+             "method": {"label": "b", "search": "baco", "budget": 10}},
+            {"id": "e", "requires": ["no_such_field_xyz"], "components": ["Block Partition"],
+             "method": {"label": "e", "search": "baco", "budget": 10,
+                        "options": {"no_such_field_xyz": 1}}, "seed_improvement": 2.17}]
+    params = parse_params("ablation", {"rows": rows, "seeds": [0, 1]}, "t.yaml")
+    cases = RUNNERS["ablation"].cases(params)
+    assert sorted(c.params["row"] for c in cases) == ["a", "a", "b", "b"]
+    assert missing_fields(["no_such_field_xyz", "seed"]) == ["no_such_field_xyz"]
+    results = {c.id: {"edp": 8.0 if c.params["row"] == "a" else 2.0 * (1 + c.params["seed"]),
+                      "edp_plain": 1.0} for c in cases}
+    text = RUNNERS["ablation"].reduce(params, results, tmp_path, len(cases))
+    table = {r["row"]: r for r in _csv(tmp_path / "table.csv")}
+    assert float(table["b"]["improvement"]) == pytest.approx(8.0 / math.sqrt(2.0 * 4.0))
+    assert table["e"]["status"] == "not available" and table["e"]["improvement"] == ""
+    assert "(e) not available: CodesignConfig has no field 'no_such_field_xyz'" in text
+
+
+def test_rtl_reduce_splits_held_out_rows(tmp_path):
+    params = parse_params("rtl_accuracy", {"predictors": ["analytic", "sim"],
+                                           "held_out_every": 2}, "t.yaml")
+    idx = np.arange(6)
+    measured = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) * 100
+    results = {
+        "analytic": {"predictor": "analytic", "index": idx.tolist(),
+                     "predicted": (measured * 2).tolist(), "measured": measured.tolist()},
+        "sim__rows-00003-00006": {"predictor": "sim", "index": [3, 4, 5],
+                                  "predicted": [400.0, 500.0, 700.0],
+                                  "measured": [400.0, 500.0, 600.0]},
+        "sim__rows-00000-00003": {"predictor": "sim", "index": [0, 1, 2],
+                                  "predicted": [100.0, 200.0, 300.0],
+                                  "measured": [100.0, 200.0, 300.0]},
+    }
+    RUNNERS["rtl_accuracy"].reduce(params, results, tmp_path, n_cases=3)
+    table = {(r["predictor"], r["split"]): r for r in _csv(tmp_path / "table.csv")}
+    assert table[("analytic", "all")]["rows"] == "6"
+    assert float(table[("analytic", "held-out")]["mape"]) == pytest.approx(1.0)
+    assert table[("sim", "held-out")]["rows"] == "3"          # rows 0, 2, 4
+    assert float(table[("sim", "held-out")]["mape"]) == pytest.approx(0.0)
+    assert float(table[("sim", "all")]["mape"]) == pytest.approx(100 / 600 / 6)
+    assert (tmp_path / "predicted_vs_measured.png").exists()
+
+
+def test_convergence_best_at_marks(tmp_path):
+    from baco.reproduce.runners import Convergence, _geomean_curve
+    h = [[1, 10.0], [50, 4.0], [400, 1.0]]
+    assert Convergence.best_at(h, 0) is None
+    assert Convergence.best_at(h, 100) == 4.0
+    assert _geomean_curve([h, [[10, 16.0]]]) == [(10, pytest.approx(math.sqrt(160))),
+                                                 (50, pytest.approx(8.0)),
+                                                 (400, pytest.approx(4.0))]
+
+
+def test_ablation_row_with_a_missing_surrogate_is_not_available(tmp_path):
+    rows = [{"id": "a", "method": {"label": "a", "search": "gemmini_default", "budget": 1}},
+            {"id": "e", "requires": ["seed"],
+             "method": {"label": "e", "search": "baco", "budget": 10,
+                        "options": {"model": str(tmp_path / "no-surrogate")}}}]
+    params = parse_params("ablation", {"rows": rows}, "t.yaml")
+    assert [c.params["row"] for c in RUNNERS["ablation"].cases(params)] == ["a"]
+    text = RUNNERS["ablation"].reduce(params, {}, tmp_path, 1)
+    assert "(e) not available: no surrogate at" in text and "baco surrogate train" in text
