@@ -29,7 +29,6 @@ import dataclasses
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, overload
@@ -44,6 +43,7 @@ from accel.isa import (
     with_context,
 )
 from workloads.errors import TraceError
+from workloads.files import write_atomic
 
 MAGIC = b"BACOTRC\0"
 VERSION = 1
@@ -376,14 +376,7 @@ class Trace(Sequence):
         """Write text or binary by suffix (see module docstring), atomically."""
         path = Path(path)
         data = self.to_text().encode() if _is_text(path) else self.to_bytes()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, data)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Trace:
@@ -493,12 +486,12 @@ def _is_text(path: Path) -> bool:
 
 
 __all__ = [
-    "Access",
     "BINARY_SUFFIXES",
     "MAGIC",
-    "Region",
     "TEXT_SUFFIXES",
+    "VERSION",
+    "Access",
+    "Region",
     "Trace",
     "TraceArrays",
-    "VERSION",
 ]

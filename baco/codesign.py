@@ -65,6 +65,7 @@ from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
 from workloads.errors import ConfigError, InfeasibleError
+from workloads.files import write_atomic
 from workloads.network import Network
 
 __all__ = ["CodesignWarning", "RoundInfo", "codesign", "objective"]
@@ -803,16 +804,9 @@ def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> floa
 
 def save_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     """Write `arrays` to `path` (``.npz``) atomically: a temp file, then `os.replace`."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(buffer.getvalue())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, buffer.getvalue())
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:

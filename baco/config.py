@@ -167,7 +167,7 @@ class CodesignConfig:
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "codesign") -> CodesignConfig:
-        return _build(cls, data, "codesign", where)
+        return build_dataclass(cls, data, "codesign", where)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,7 +225,7 @@ class ExperimentConfig:
                               f"{type(data).__name__}")
         data = dict(data)
         baselines = data.pop("baselines", None)
-        config = _build(cls, {**data, "source": source}, "", source)
+        config = build_dataclass(cls, {**data, "source": source}, "", source)
         specs = _baselines(baselines, source)
         config = dataclasses.replace(config, baselines=specs)
         try:
@@ -277,13 +277,15 @@ def _type_name(tp: Any) -> str:
         tp, getattr(tp, "__name__", str(tp)))
 
 
-def _check(value: Any, tp: Any, key: str, where: str) -> Any:
-    """`value` converted to `tp` (ints are accepted as floats), or a ConfigError."""
+def check_value(value: Any, tp: Any, key: str, where: str) -> Any:
+    """`value` converted to `tp` (ints are accepted as floats; lists as tuples), or a
+    ConfigError naming `key` and `where`. Shared by every strict YAML reader (the experiment
+    configs here, `baco.reproduce.spec`)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(tp):
             try:
-                return _check(value, arg, key, where)
+                return check_value(value, arg, key, where)
             except ConfigError:
                 continue
         raise _wrong_type(value, tp, key, where)
@@ -294,18 +296,18 @@ def _check(value: Any, tp: Any, key: str, where: str) -> Any:
     if tp is Any:
         return value
     if dataclasses.is_dataclass(tp):
-        return _build(tp, value, key, where)
+        return build_dataclass(tp, value, key, where)
     if origin is dict:
         if not isinstance(value, Mapping):
             raise _wrong_type(value, tp, key, where)
         kt, vt = typing.get_args(tp) or (Any, Any)
-        return {_check(k, kt, f"{key}.{k}", where): _check(v, vt, f"{key}.{k}", where)
+        return {check_value(k, kt, f"{key}.{k}", where): check_value(v, vt, f"{key}.{k}", where)
                 for k, v in value.items()}
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise _wrong_type(value, tp, key, where)
         (et, *_) = typing.get_args(tp) or (Any,)
-        items = [_check(v, et, f"{key}[{i}]", where) for i, v in enumerate(value)]
+        items = [check_value(v, et, f"{key}[{i}]", where) for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if tp is bool:
         if isinstance(value, bool):
@@ -333,8 +335,9 @@ def _wrong_type(value: Any, tp: Any, key: str, where: str) -> ConfigError:
     return ConfigError(f"{where}: {key} must be {_type_name(tp)}, got {shown}")
 
 
-def _build(cls: type, data: Any, prefix: str, where: str) -> Any:
-    """An instance of dataclass `cls` from a mapping, checking keys and types."""
+def build_dataclass(cls: type, data: Any, prefix: str, where: str) -> Any:
+    """An instance of dataclass `cls` from mapping `data`: unknown keys (with the closest known
+    one), missing keys and wrong types are reported as ``WHERE: ... 'PREFIX.KEY' ...``."""
     label = prefix or "the top level"
     if data is None:
         data = {}
@@ -350,7 +353,7 @@ def _build(cls: type, data: Any, prefix: str, where: str) -> Any:
             close = difflib.get_close_matches(str(key), public, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"{where}: unknown key {path!r}{hint} (known: {', '.join(public)})")
-        kwargs[key] = _check(value, hints[key], path, where)
+        kwargs[key] = check_value(value, hints[key], path, where)
     for name, field in fields.items():
         if (field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
                 and name not in kwargs):
@@ -359,7 +362,7 @@ def _build(cls: type, data: Any, prefix: str, where: str) -> Any:
     try:
         return cls(**kwargs)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {prefix}: {exc}" if prefix else f"{where}: {exc}") from None
 
 
 def _baselines(raw: Any, where: str) -> tuple[BaselineSpec, ...]:
@@ -375,7 +378,7 @@ def _baselines(raw: Any, where: str) -> tuple[BaselineSpec, ...]:
     for i, item in enumerate(raw):
         if isinstance(item, str):
             item = {"name": item}
-        specs.append(_build(BaselineSpec, item, f"baselines[{i}]", where))
+        specs.append(build_dataclass(BaselineSpec, item, f"baselines[{i}]", where))
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

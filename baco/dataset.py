@@ -37,6 +37,7 @@ from baco.networks import load_network
 from baco.search._space import MappingSampler
 from perfmodels.analytic import exact_batch
 from workloads.errors import ConfigError, InfeasibleError
+from workloads.files import write_atomic
 from workloads.layer import Layer
 
 __all__ = [
@@ -115,7 +116,7 @@ def sample_points(n: int, hw: HardwareConfig, seed: int,
 
 def write_csv(path: str | os.PathLike, hw: HardwareConfig, points: Sequence[tuple[Layer, Mapping]],
               cycles: Sequence[float], energy_uj: Sequence[float], source: str) -> None:
-    """Write points in DOSA's CSV format, atomically (a temp file, then `os.replace`)."""
+    """Write points in DOSA's CSV format, atomically."""
     path = pathlib.Path(path)
     sp_depth = hw.sp_kb * 1024 * 8 / 128          # 128-bit rows, one instance
     acc_depth = hw.acc_kb * 1024 * 8 / 128
@@ -137,10 +138,7 @@ def write_csv(path: str | os.PathLike, hw: HardwareConfig, points: Sequence[tupl
             "prob.Wdilation": layer.Hdilation, "prob.Hdilation": layer.Wdilation,
             "source": source,
         })
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text.getvalue())
-    os.replace(tmp, path)
+    write_atomic(path, text.getvalue())
 
 
 def generate(n: int, out: str | os.PathLike, *, seed: int = 0,

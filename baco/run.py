@@ -43,6 +43,7 @@ from baco.config import ExperimentConfig
 from baco.result import CodesignResult
 from baco.rounding import common_score, design_of
 from workloads.errors import ConfigError
+from workloads.files import write_atomic
 
 RESULTS = "results.json"
 HISTORY = "history.csv"
@@ -65,15 +66,6 @@ def baselines() -> dict[str, Callable[..., CodesignResult]]:
         from baco.search.dosa import dosa
         registry["dosa"] = dosa
     return registry
-
-
-def _write_atomic(path: pathlib.Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _say(message: str, enabled: bool) -> None:
@@ -182,15 +174,15 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
         _say(f"{spec.name}: running", progress)
         found[spec.name] = _run_baseline(spec.name, registry[spec.name], network,
                                          dict(spec.options), config)
-        _write_atomic(path, found[spec.name].to_json())
+        write_atomic(path, found[spec.name].to_json())
         _say(f"{spec.name}: EDP {found[spec.name].edp:.4g} "
              f"({found[spec.name].samples} samples)", progress)
 
     document = results_document(config, result, found)
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
-    _write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
-    _write_atomic(out / HISTORY, history_csv(result, found))
+    write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
+    write_atomic(out / HISTORY, history_csv(result, found))
     if emit_kernels:
         written, skipped = write_kernels(result, out / KERNELS_DIR)
         _say(f"wrote {len(written)} kernels to {out / KERNELS_DIR}", progress)
@@ -216,7 +208,7 @@ def write_kernels(result: CodesignResult, directory: pathlib.Path
             skipped.append(f"layer {i} ({label}): no kernel: {exc}")
             continue
         path = directory / f"{i:02d}_{label}.py"
-        _write_atomic(path, source)
+        write_atomic(path, source)
         written.append(path)
     return written, skipped
 

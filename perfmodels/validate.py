@@ -18,7 +18,6 @@ so rows are checked at 1 stage and evaluated at 2.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import pathlib
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.dosa_csv import integer, number, read_csv
 from accel.mapping import Mapping
 from perfmodels.analytic import Metrics, exact_batch
 from workloads.errors import ConfigError, InfeasibleError, WorkloadError
@@ -52,35 +52,13 @@ class TimeloopRow:
     extra: dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
 
-def _num(row: dict[str, str], key: str, where: str, default: float | None = None) -> float:
-    raw = row.get(key)
-    if raw is None or raw == "":
-        if default is not None:
-            return default
-        raise ConfigError(f"{where}: missing value for column {key!r}")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{where}: column {key!r} is {raw!r}, not a number") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{where}: column {key!r} is {raw!r}, not a finite number")
-    return value
-
-
-def _int(row: dict[str, str], key: str, where: str, default: int | None = None) -> int:
-    value = _num(row, key, where, None if default is None else float(default))
-    if value != int(value) or value < 1:
-        raise ConfigError(f"{where}: column {key!r} must be a positive integer, got {value:g}")
-    return int(value)
-
-
 def hardware_from_row(row: dict[str, str], where: str = "row") -> HardwareConfig:
     """The Gemmini `HardwareConfig` a row's ``arch.*`` columns describe."""
-    pe_dim = int(math.ceil(math.sqrt(_num(row, "arch.pe", where)) - 1e-9))
-    sp_bytes = (_num(row, "arch.mem2_depth", where) * _num(row, "arch.mem2_width", where)
-                * _num(row, "arch.mem2_instances", where, 1.0) / 8.0)
-    acc_bytes = (_num(row, "arch.mem1_depth", where) * _num(row, "arch.mem1_width", where)
-                 * _num(row, "arch.mem1_instances", where, 1.0) / 8.0)
+    pe_dim = int(math.ceil(math.sqrt(number(row, "arch.pe", where)) - 1e-9))
+    sp_bytes = (number(row, "arch.mem2_depth", where) * number(row, "arch.mem2_width", where)
+                * number(row, "arch.mem2_instances", where, 1.0) / 8.0)
+    acc_bytes = (number(row, "arch.mem1_depth", where) * number(row, "arch.mem1_width", where)
+                 * number(row, "arch.mem1_instances", where, 1.0) / 8.0)
     return HardwareConfig(template="gemmini", pe_rows=pe_dim, pe_cols=pe_dim,
                           sp_kb=sp_bytes / 1024.0, acc_kb=acc_bytes / 1024.0,
                           dram_bw_words=8.0, name=where)
@@ -88,14 +66,14 @@ def hardware_from_row(row: dict[str, str], where: str = "row") -> HardwareConfig
 
 def layer_from_row(row: dict[str, str], where: str = "row") -> Layer:
     """The layer of a row's ``prob.*`` columns (a Timeloop ``cnn-layer``)."""
-    dims = {d: _int(row, f"prob.{d}", where) for d in ("R", "S", "P", "Q", "C", "K", "N")}
+    dims = {d: integer(row, f"prob.{d}", where) for d in ("R", "S", "P", "Q", "C", "K", "N")}
     try:
         return Layer.conv2d(
             **dims,
-            Hstride=_int(row, "prob.Wstride", where, 1),
-            Wstride=_int(row, "prob.Hstride", where, 1),
-            Hdilation=_int(row, "prob.Wdilation", where, 1),
-            Wdilation=_int(row, "prob.Hdilation", where, 1),
+            Hstride=integer(row, "prob.Wstride", where, 1),
+            Wstride=integer(row, "prob.Hstride", where, 1),
+            Hdilation=integer(row, "prob.Wdilation", where, 1),
+            Wdilation=integer(row, "prob.Hdilation", where, 1),
             name=where)
     except WorkloadError as exc:
         raise ConfigError(f"{where}: {exc}") from None
@@ -124,7 +102,7 @@ def parse_row(row: dict[str, str], index: int, source: str = "csv", stages: int 
     area = row.get("target.area")
     return TimeloopRow(
         index=index, layer=layer, hw=hw, mapping=mapping.with_stages(stages),
-        cycles=_num(row, cycles_key, where), energy_uj=_num(row, "target.energy", where),
+        cycles=number(row, cycles_key, where), energy_uj=number(row, "target.energy", where),
         area=float(area) if area not in (None, "") else None,
         extra={k: v for k, v in row.items() if not k.startswith(("prob.", "arch."))})
 
@@ -133,27 +111,9 @@ def read_rows(path: str | pathlib.Path, limit: int | None = None, stages: int = 
               cycles_key: str = "target.cycle", strict: bool = True) -> list[TimeloopRow]:
     """Parse a DOSA-format CSV (Timeloop or RTL); `limit` keeps the first rows; `strict` as
     in `parse_row`."""
-    path = pathlib.Path(path)
-    try:
-        handle = path.open(newline="")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    with handle:
-        reader = csv.DictReader(handle)
-        columns = set(reader.fieldnames or ())
-        missing = [c for c in REQUIRED + (cycles_key,) if c not in columns]
-        if missing:
-            raise ConfigError(f"{path}: missing columns {missing}; expected DOSA's dataset "
-                              "format (see ../shared/data/README.md)")
-        rows = []
-        for i, row in enumerate(reader):
-            if limit is not None and i >= limit:
-                break
-            rows.append(parse_row(row, i, source=str(path), stages=stages,
-                                  cycles_key=cycles_key, strict=strict))
-    if not rows:
-        raise ConfigError(f"{path}: no data rows")
-    return rows
+    return [parse_row(row, i, source=str(path), stages=stages, cycles_key=cycles_key,
+                      strict=strict)
+            for i, row in read_csv(path, REQUIRED + (cycles_key,), limit)]
 
 
 def evaluate_rows(rows: Sequence[TimeloopRow], batch: int = 4096) -> Metrics:

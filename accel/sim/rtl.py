@@ -43,7 +43,6 @@ across the grid.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import pathlib
@@ -53,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.dosa_csv import integer, number, read_csv
 from accel.mapping import Mapping
 from accel.sim.engine import run_batch
 from accel.sim.timing import TimingTable
@@ -79,35 +79,19 @@ class RtlRow:
     acc_kb: float
 
 
-def _number(row: dict[str, str], key: str, where: str, default: float | None = None) -> float:
-    raw = row.get(key, "")
-    if raw in ("", None):
-        if default is not None:
-            return default
-        raise ConfigError(f"{where}: missing value for column {key!r}")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{where}: column {key!r} is {raw!r}, not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where}: column {key!r} must be a positive number, got {raw!r}")
-    return value
-
-
 def parse_row(row: dict[str, str], index: int, source: str = "csv") -> RtlRow:
     """One CSV row. Timeloop pairs P with ``Wstride`` ((P-1)*Wstride + R), `Layer` pairs P
     with ``Hstride``, so the CSV's W stride becomes the layer's H stride."""
     where = f"{source} row {index + 2}"
-    dims = {}
-    for d in DIMS:
-        value = _number(row, f"prob.{d}", where)
-        if value != int(value):
-            raise ConfigError(f"{where}: prob.{d} must be an integer, got {value:g}")
-        dims[d] = int(value)
-    hstride = int(_number(row, "prob.Wstride", where, 1.0))
-    wstride = int(_number(row, "prob.Hstride", where, 1.0))
-    hdil = int(_number(row, "prob.Wdilation", where, 1.0))
-    wdil = int(_number(row, "prob.Hdilation", where, 1.0))
+
+    def positive(key: str, default: float | None = None) -> float:
+        return number(row, key, where, default, positive=True)
+
+    dims = {d: integer(row, f"prob.{d}", where) for d in DIMS}
+    hstride = integer(row, "prob.Wstride", where, 1)
+    wstride = integer(row, "prob.Hstride", where, 1)
+    hdil = integer(row, "prob.Wdilation", where, 1)
+    wdil = integer(row, "prob.Hdilation", where, 1)
     if dims["R"] == dims["S"] == dims["Q"] == 1:
         layer = Layer.gemm(M=dims["P"], K_red=dims["C"], N_out=dims["K"], batch=dims["N"],
                            name=where)
@@ -116,37 +100,19 @@ def parse_row(row: dict[str, str], index: int, source: str = "csv") -> RtlRow:
         layer = Layer.conv2d(**dims, Hstride=hstride, Wstride=wstride, Hdilation=hdil,
                              Wdilation=wdil, pads=pads, name=where)
     mapping = Mapping.from_timeloop(row.get("mapping.mapping", ""), stages=2)
-    sp_kb = (_number(row, "arch.mem2_depth", where, 8192.0)
-             * _number(row, "arch.mem2_width", where, 128.0)
-             * _number(row, "arch.mem2_instances", where, 1.0) / 8 / 1024)
-    acc_kb = (_number(row, "arch.mem1_depth", where, 1024.0)
-              * _number(row, "arch.mem1_width", where, 32.0)
-              * _number(row, "arch.mem1_instances", where, 16.0) / 8 / 1024)
-    return RtlRow(index, layer, mapping, _number(row, "target.gemmini_cycle", where), sp_kb,
+    sp_kb = (positive("arch.mem2_depth", 8192.0)
+             * positive("arch.mem2_width", 128.0)
+             * positive("arch.mem2_instances", 1.0) / 8 / 1024)
+    acc_kb = (positive("arch.mem1_depth", 1024.0)
+              * positive("arch.mem1_width", 32.0)
+              * positive("arch.mem1_instances", 16.0) / 8 / 1024)
+    return RtlRow(index, layer, mapping, positive("target.gemmini_cycle"), sp_kb,
                   acc_kb)
 
 
 def read_rtl_csv(path: str | pathlib.Path, limit: int | None = None) -> list[RtlRow]:
     """Rows of a DOSA RTL CSV (``target.gemmini_cycle`` and the Timeloop columns)."""
-    path = pathlib.Path(path)
-    try:
-        handle = path.open(newline="")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    with handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
-        if missing:
-            raise ConfigError(f"{path}: missing columns {missing}; expected DOSA's RTL dataset "
-                              "format (see ../shared/data/README.md)")
-        rows = []
-        for i, row in enumerate(reader):
-            if limit is not None and i >= limit:
-                break
-            rows.append(parse_row(row, i, str(path)))
-    if not rows:
-        raise ConfigError(f"{path}: no data rows")
-    return rows
+    return [parse_row(row, i, str(path)) for i, row in read_csv(path, REQUIRED, limit)]
 
 
 # ---------------------------------------------------------------------------------------------

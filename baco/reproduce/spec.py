@@ -31,15 +31,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import pathlib
-import types
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from baco.config import build_dataclass as parse
+from baco.config import check_value as check
 from workloads.errors import ConfigError
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -148,102 +148,6 @@ def find_experiment(name: str) -> ExperimentFile:
 def _hint(key: Any, known: typing.Iterable[str]) -> str:
     close = difflib.get_close_matches(str(key), list(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    if dataclasses.is_dataclass(tp) or origin is dict:
-        return "a mapping"
-    if origin in (list, tuple):
-        return "a list"
-    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(
-        tp, getattr(tp, "__name__", str(tp)))
-
-
-def _wrong(value: Any, tp: Any, key: str, where: str) -> ConfigError:
-    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
-    return ConfigError(f"{where}: {key} must be {_type_name(tp)}, got {shown}")
-
-
-def check(value: Any, tp: Any, key: str, where: str) -> Any:
-    """`value` as type `tp` (ints accepted as floats; lists as tuples), or a ConfigError."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(tp):
-            try:
-                return check(value, arg, key, where)
-            except ConfigError:
-                continue
-        raise _wrong(value, tp, key, where)
-    if tp is type(None):
-        if value is None:
-            return None
-        raise _wrong(value, tp, key, where)
-    if dataclasses.is_dataclass(tp):
-        return parse(tp, value, key, where)
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise _wrong(value, tp, key, where)
-        kt, vt = typing.get_args(tp) or (Any, Any)
-        return {check(k, kt, f"{key}.{k}", where): check(v, vt, f"{key}.{k}", where)
-                for k, v in value.items()}
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise _wrong(value, tp, key, where)
-        et = (typing.get_args(tp) or (Any,))[0]
-        items = [check(v, et, f"{key}[{i}]", where) for i, v in enumerate(value)]
-        return items if origin is list else tuple(items)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise ConfigError(f"{where}: {key} must be a finite number, got {value!r}")
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    else:
-        raise AssertionError(f"unsupported parameter type {tp!r}")  # a bug in a runner
-    raise _wrong(value, tp, key, where)
-
-
-def parse(cls: type, data: Any, prefix: str, where: str) -> Any:
-    """An instance of dataclass `cls` from mapping `data`: unknown keys, missing keys and wrong
-    types are reported as ``WHERE: ... 'PREFIX.KEY' ...``."""
-    label = prefix or "the top level"
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: {label} must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in data.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if key not in fields:
-            raise ConfigError(f"{where}: unknown key {path!r}{_hint(key, fields)} "
-                              f"(known: {', '.join(fields)})")
-        kwargs[key] = check(value, hints[key], path, where)
-    for name, field in fields.items():
-        if (field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-                and name not in kwargs):
-            path = f"{prefix}.{name}" if prefix else name
-            raise ConfigError(f"{where}: missing key {path!r} ({_type_name(hints[name])})")
-    try:
-        return cls(**kwargs)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {prefix}: {exc}") from None
 
 
 def to_plain(obj: Any) -> Any:

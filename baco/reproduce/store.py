@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from workloads.errors import ConfigError
+from workloads.files import write_atomic
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
 
@@ -44,18 +45,6 @@ def safe_id(*parts: Any) -> str:
     """A file-name-safe case id from its parts: ``safe_id("gemm/001", "Gemmini-BACO", "s0")``
     is ``"gemm-001__Gemmini-BACO__s0"``."""
     return "__".join(_SAFE.sub("-", str(p)).strip("-") for p in parts)
-
-
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write `data` to a temporary file beside `path`, fsync it, and rename it into place."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data.encode() if isinstance(data, str) else data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _canonical(obj: Any) -> str:

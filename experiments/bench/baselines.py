@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import time
@@ -31,6 +30,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import workloads
 from baco.networks import load_network
 from baco.search import BASELINES
+from workloads.files import write_atomic
 
 
 def _record(result, seconds: float) -> dict:
@@ -85,9 +85,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(json.dumps(record), flush=True)
         if out_dir:
             name = f"{method}-{options.get('hardware', '')}-{result.samples}-s{args.seed}.json"
-            tmp = out_dir / (name + ".tmp")
-            tmp.write_text(result.to_json())
-            os.replace(tmp, out_dir / name)
+            write_atomic(out_dir / name, result.to_json())
     return records
 
 

@@ -44,6 +44,7 @@ from perfmodels.atformer.features import NUM_FEATURES, Tokens, tokens_of
 from perfmodels.atformer.model import ATFormer, ModelConfig
 from perfmodels.validate import TimeloopRow, read_rows
 from workloads.errors import ConfigError
+from workloads.files import write_atomic
 from workloads.layer import Layer
 
 __all__ = ["Dataset", "Stats", "Surrogate", "TrainConfig", "active_tokens", "dataset_from_rows",
@@ -392,21 +393,12 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
 
 
 # --------------------------------------------------------------------------- checkpoints
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def save(surrogate: Surrogate, path: str | os.PathLike) -> pathlib.Path:
     """Write the surrogate to folder `path` (created): params, then the JSON that names them."""
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     blob = serialization.to_bytes(jax.tree_util.tree_map(np.asarray, surrogate.params))
-    _atomic_write(path / "params.msgpack", blob)
+    write_atomic(path / "params.msgpack", blob)
     meta = {
         "format": FORMAT_VERSION, "kind": "atformer-residual", "template": surrogate.template,
         "config": surrogate.config.to_dict(),
@@ -416,7 +408,7 @@ def save(surrogate: Surrogate, path: str | os.PathLike) -> pathlib.Path:
         "params_sha256": hashlib.sha256(blob).hexdigest(),
         "info": {k: v for k, v in surrogate.info.items() if k != "history"},
     }
-    _atomic_write(path / "surrogate.json", json.dumps(meta, indent=1).encode())
+    write_atomic(path / "surrogate.json", json.dumps(meta, indent=1).encode())
     return path
 
 

@@ -1,0 +1,71 @@
+"""Reading DOSA's CSV datasets (``../shared/data/README.md``): the rows of a file and the numbers
+in them, with errors that name the file, the line and the column.
+
+Both readers of these files use it: the simulator's RTL validation (`accel.sim.rtl`) and the
+analytical model's (`perfmodels.validate`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import pathlib
+from collections.abc import Iterator, Sequence
+
+from workloads.errors import ConfigError
+
+
+def read_csv(path: str | pathlib.Path, required: Sequence[str], limit: int | None = None
+             ) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(index, row)`` of each data row (the first `limit`), after checking that the columns
+    `required` are there; a file without data rows is an error."""
+    path = pathlib.Path(path)
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    with handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ConfigError(f"{path}: missing columns {missing}; expected DOSA's dataset "
+                              "format (see ../shared/data/README.md)")
+        count = 0
+        for i, row in enumerate(reader):
+            if limit is not None and i >= limit:
+                break
+            count += 1
+            yield i, row
+    if not count:
+        raise ConfigError(f"{path}: no data rows")
+
+
+def number(row: dict[str, str], key: str, where: str, default: float | None = None,
+           positive: bool = False) -> float:
+    """Column `key` of `row` as a finite float (`default` when empty or absent, else an
+    error); with `positive`, it must be > 0."""
+    raw = row.get(key)
+    if raw is None or raw == "":
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: missing value for column {key!r}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{where}: column {key!r} is {raw!r}, not a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: column {key!r} is {raw!r}, not a finite number")
+    if positive and value <= 0:
+        raise ConfigError(f"{where}: column {key!r} must be a positive number, got {raw!r}")
+    return value
+
+
+def integer(row: dict[str, str], key: str, where: str, default: int | None = None) -> int:
+    """Column `key` as a positive integer."""
+    value = number(row, key, where, None if default is None else float(default))
+    if value != int(value) or value < 1:
+        raise ConfigError(f"{where}: column {key!r} must be a positive integer, got {value:g}")
+    return int(value)
+
+
+__all__ = ["integer", "number", "read_csv"]
