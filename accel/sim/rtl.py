@@ -17,23 +17,38 @@ explains them either: we cannot reproduce them. Spatial factors above 16 are fol
 (`fold_spatial`): ``C64X`` becomes 16 PE rows and a temporal loop of 4 at the accumulator level.
 Buffer sizes do not enter the timing model; the chip gets room for every row's tiles.
 
-The software. DOSA's ``gemmini-data-collection`` (``layers/extract_data_csv.py``, the
-``conv_tilings.c`` / ``matmul_tilings.c`` templates) passed the scratchpad tile (the product of
-the L0-L2 factors), the spatial factors and the DRAM loop order to a modified ``tiled_conv`` /
-``tiled_matmul`` whose source is not public; the measurements say how they behaved:
+The software. DOSA's ``gemmini-data-collection`` (in ``ucb-bar/gemmini-rocc-tests``:
+``layers/extract_data_csv.py`` and the ``conv_tilings.c`` / ``matmul_tilings.c`` templates)
+passed each row to a modified ``tiled_conv`` / ``tiled_matmul`` in that repository's
+``include/gemmini.h``:
 
-* convolutions (`plan_row`, ``"calls"``): one kernel call per DRAM-level tile, each on its own
-  (the per-tile floor above; reduction loops at DRAM cost no partial-sum traffic beyond the
-  call's own), inside a call the LoopConv FSM order (`conv_program`: weights outside, the tile's
-  pixels streaming under each weight block), commands issued by the FSM one per cycle. We
-  simulate one call and two calls back to back on the same buffers (``c1``, ``c2``) and
-  extrapolate to all calls with the steady-state cost ``max(c2 - c1, host_call_cycles)``.
-* GEMMs (``"stream"``): the CPU issued the mapping's preloads and computes one by one (cycles
-  follow ``MACs / (L0 rows x C_sp x K_sp)`` computes, Spearman 0.90 by themselves), so the row
-  is lowered as the mapping says, unrolled, with ``host_issue_cycles`` between commands. Traces
-  longer than ``budget_instructions`` are cut: the DRAM loops outside a chosen one run once, the
-  chosen one once and twice, and the cycles are ``(c1 + (F - 1)(c2 - c1)) * repeats``.
-* convs ran with "same" padding (``PADDING = KERNEL_DIM / 2``).
+* the image is square, of side ``P * stride``, with "same" padding (``R // 2``), so the output
+  side is ``(P * stride + 2 * (R // 2) - R) // stride + 1`` (`generator_extents`);
+* the per-call tile is each dim's product of the L0-L2 factors, spatial ones included, and the
+  script multiplies the register level's P and Q in a second time (`generator_tile`);
+* ``tiled_conv`` walks the image tile by tile in the DRAM loop order, one ``loop_conv_ws``
+  (LoopConv FSM) call per tile, edge tiles cut to what is left. The published header steps the
+  K and C loops by the *spatial* factors while keeping the full tile (overlapping calls), but
+  the measurements fit plain tile steps far better (a least-squares cost over the calls' work
+  gives Spearman 0.94 with tile steps, 0.82 with spatial steps), so the rows were evidently run
+  by an earlier version: we step by tiles (`plan_row`, ``"calls"``). Inside a call the chip
+  runs DIM-wide channel blocks whatever the mapping's spatial factors.
+
+Convolutions are therefore simulated call by call: each distinct call tile (one, or a few when
+tiles do not divide the image) is lowered in the LoopConv FSM's order (`_call_program`: weights
+outside, the tile's pixels streaming under each weight block; commands issued by the FSM one per
+cycle) and simulated once and twice back to back on the same buffers (``c1``, ``c2``); every
+further call costs ``max(c2 - c1, host_call_cycles)``. The scratchpad is not double-buffered
+across calls (each call loads into the same rows), which the back-to-back pair captures.
+
+GEMMs (``"stream"``; the generator's ``matmul_tilings.c`` rows, those with ``Q = R = S = 1``):
+the CPU issued the mapping's preloads and computes one by one (cycles
+follow ``MACs / (L0 rows x C_sp x K_sp)`` computes, Spearman 0.90 by themselves), so the row is
+lowered as the mapping says, unrolled, with ``host_issue_cycles`` between commands. Traces longer
+than ``budget_instructions`` are cut: the DRAM loops outside a chosen one run once, the chosen
+one once and twice, and the cycles are ``(c1 + (F - 1)(c2 - c1)) * repeats``. The published
+``tiled_matmul`` (tiles counted in DIM blocks, one ``loop_ws`` per tile) is `plan_row`'s
+``gemm_blocks`` option; it fits these rows worse by rank (Spearman 0.82 against 0.89).
 
 Global constants fitted on the training split (rows whose index is not a multiple of 5; the
 held-out split is reported separately): the DMA round trip (`TimingTable.dram_latency_cycles`),
@@ -44,6 +59,7 @@ across the grid.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import pathlib
 from collections.abc import Sequence
@@ -148,22 +164,6 @@ def fold_spatial(mapping: Mapping, dim: int) -> Mapping:
                    tags=mapping.tags)
 
 
-def conv_program(mapping: Mapping, dim: int = RTL_DIM) -> Mapping:
-    """A conv mapping as one LoopConv kernel call runs its tile: folded onto the array, the
-    accumulator level's loops in the FSM's order (K, R, S, C outside N) and the tile's output
-    pixels (P, Q) at the register level, so each weight block streams all of them."""
-    m = fold_spatial(mapping, dim)
-    temporal = m.temporal.copy()
-    order = m.order.copy()
-    for d in (_P, _Q):
-        temporal[REG, d] *= temporal[ACC, d]
-        temporal[ACC, d] = 1
-    order[ACC] = [_K, _R, _S, _C, _N, _P, _Q]
-    order[REG] = [d for d in range(len(DIMS)) if d not in (_P, _Q)] + [_P, _Q]
-    return Mapping(temporal=temporal, spatial=m.spatial, order=order, stages=m.stages,
-                   tags=m.tags)
-
-
 # ---------------------------------------------------------------------------------------------
 # Rows as simulation jobs.
 
@@ -172,10 +172,12 @@ def conv_program(mapping: Mapping, dim: int = RTL_DIM) -> Mapping:
 class RowPlan:
     """How one row is simulated.
 
-    ``kind`` ``"calls"`` (a convolution): ``problems[0]`` is the on-chip program of one kernel
-    call; it is simulated alone (``c1``) and twice back to back (``c2``), and there were
-    ``calls`` calls, so cycles are ``c1 + host + (calls - 1) * max(c2 - c1, host)`` with
-    ``host`` the software's cycles per call (its next call is issued while this one runs).
+    ``kind`` ``"calls"`` (a convolution): each of ``problems`` is the on-chip program of one
+    distinct kernel call, run ``counts[i]`` times (``calls`` in all; the first is the most
+    common). Each is simulated alone (``c1``) and twice back to back (``c2``); the software
+    issues the next call while one runs, so a call costs ``steady = max(c2 - c1, host)`` in
+    the stream, with ``host`` the software's cycles per call, and the row
+    ``c1[0] + host + sum(counts * steady) - steady[0]``.
     ``kind`` ``"stream"`` (a GEMM): the whole layer (one problem), or, when that trace is too
     long, the layer with the DRAM loops outside loop ``j`` at one iteration and loop ``j`` at one
     and two (two problems): ``(c1 + (trips - 1) * (c2 - c1)) * repeats``.
@@ -187,12 +189,20 @@ class RowPlan:
     trips: int = 1
     repeats: int = 1
     macro: bool = False
+    counts: tuple[int, ...] = ()
+
+    @property
+    def simulations(self) -> int:
+        """How many simulated cycle counts `combine` takes."""
+        return 2 * len(self.problems) if self.kind == "calls" else len(self.problems)
 
     def combine(self, cycles: Sequence[float], host_call_cycles: float = 0.0) -> float:
         if self.kind == "calls":
-            c1, c2 = float(cycles[0]), float(cycles[1])
-            steady = max(c2 - c1, host_call_cycles)
-            return c1 + host_call_cycles + (self.calls - 1) * steady
+            counts = self.counts or (self.calls,)
+            c1 = [float(c) for c in cycles[0::2]]
+            steady = [max(float(b) - a, host_call_cycles) for a, b in zip(c1, cycles[1::2])]
+            return (c1[0] + host_call_cycles - steady[0]
+                    + sum(n * c for n, c in zip(counts, steady)))
         if len(self.problems) == 1:
             return float(cycles[0])
         c1, c2 = float(cycles[0]), float(cycles[1])
@@ -248,7 +258,7 @@ def _gemm_block_plan(layer: Layer, program: Mapping, dim: int, sp_rows: int,
     sub = Mapping(temporal=temporal, spatial=spatial, order=program.order,
                   stages=program.stages, tags=program.tags)
     gemm = Layer.gemm(M=extents[_P], K_red=extents[_C], N_out=extents[_K], name=layer.name)
-    return RowPlan("calls", ((gemm, sub),), calls=calls, macro=True)
+    return RowPlan("calls", ((gemm, sub),), calls=calls, macro=True, counts=(calls,))
 
 
 def _split(extent: int, dim: int) -> tuple[int, int]:
@@ -257,19 +267,77 @@ def _split(extent: int, dim: int) -> tuple[int, int]:
     return spatial, extent // spatial
 
 
+def generator_tile(mapping: Mapping) -> np.ndarray:
+    """The per-call tile DOSA's generator passed to ``tiled_conv`` for a mapping
+    (``layers/extract_data_csv.py``): each dim's factors below DRAM, spatial ones included,
+    with the register level's P and Q multiplied in a second time, as the script does."""
+    tile = (mapping.temporal[:DRAM] * mapping.spatial[:DRAM]).prod(axis=0).astype(np.int64)
+    tile[_P] *= mapping.temporal[REG, _P]
+    tile[_Q] *= mapping.temporal[REG, _Q]
+    return tile
+
+
+def generator_extents(layer: Layer) -> np.ndarray:
+    """The loop limits ``tiled_conv`` ran over: the generator built a square image of side
+    ``P * stride`` with "same" padding (``R // 2``), so the output side is
+    ``(P * stride + 2 * (R // 2) - R) // stride + 1`` (one more than P for even kernels)."""
+    stride = layer.Hstride
+    side = (layer.P * stride + 2 * (layer.R // 2) - layer.R) // stride + 1
+    extents = np.array([getattr(layer, d) for d in DIMS], np.int64)
+    extents[_P] = extents[_Q] = side
+    return extents
+
+
+def _call_shapes(extents: np.ndarray, tile: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """The distinct call tiles of a tiled loop nest and how many calls have each: every dim
+    runs full tiles and, when the tile does not divide it, one remainder."""
+    per_dim = []
+    for total, step in zip(extents.tolist(), tile.tolist()):
+        step = min(step, total)
+        sizes = [(step, total // step)]
+        if total % step:
+            sizes.append((total % step, 1))
+        per_dim.append(sizes)
+    shapes = []
+    for combo in itertools.product(*per_dim):
+        shapes.append((np.array([size for size, _ in combo], np.int64),
+                       math.prod(count for _, count in combo)))
+    return shapes
+
+
+def _call_program(shape: np.ndarray, like: Mapping, dim: int) -> Mapping:
+    """One LoopConv call on a tile, in the FSM's loop order: channel blocks of
+    at most ``dim`` on the array (the chip runs DIM-wide blocks whatever the mapping's spatial
+    factors), kernel window and batch at the accumulator level, the tile's pixels at the
+    register level so each weight block streams all of them."""
+    temporal = np.ones((4, len(DIMS)), np.int64)
+    spatial = np.ones((4, len(DIMS)), np.int64)
+    temporal[REG, _P], temporal[REG, _Q] = shape[_P], shape[_Q]
+    for d in (_N, _R, _S):
+        temporal[ACC, d] = shape[d]
+    spatial[ACC, _C], temporal[ACC, _C] = _split(int(shape[_C]), dim)
+    spatial[SP, _K], temporal[ACC, _K] = _split(int(shape[_K]), dim)
+    order = like.order.copy()
+    order[ACC] = [_K, _R, _S, _C, _N, _P, _Q]
+    order[REG] = [d for d in range(len(DIMS)) if d not in (_P, _Q)] + [_P, _Q]
+    return Mapping(temporal=temporal, spatial=spatial, order=order, stages=like.stages,
+                   tags=like.tags)
+
+
 def plan_row(layer: Layer, mapping: Mapping, dim: int = RTL_DIM,
              budget_instructions: int = 40000, gemm_blocks: bool = False,
              sp_rows: int = 1 << 16, acc_rows: int = 1 << 14) -> RowPlan:
     """What the generator ran for one row (see the module docstring) as simulation problems."""
     if layer.kind not in ("gemm", "gemv"):
-        program = conv_program(mapping, dim)
-        tile = (program.temporal[:DRAM] * program.spatial[:DRAM]).prod(axis=0)
-        temporal = program.temporal.copy()
-        temporal[DRAM] = 1
-        sub = dataclasses.replace(
-            layer, **{d: int(tile[i]) for i, d in enumerate(DIMS)}, pads=(0, 0, 0, 0))
-        return RowPlan("calls", ((sub, program.replace(temporal=temporal)),),
-                       calls=int(np.prod(program.temporal[DRAM])))
+        shapes = _call_shapes(generator_extents(layer), generator_tile(mapping))
+        shapes.sort(key=lambda item: -item[1])
+        problems, counts = [], []
+        for shape, count in shapes:
+            sub = dataclasses.replace(layer, **{d: int(shape[i]) for i, d in enumerate(DIMS)},
+                                      pads=(0, 0, 0, 0))
+            problems.append((sub, _call_program(shape, mapping, dim)))
+            counts.append(count)
+        return RowPlan("calls", tuple(problems), calls=sum(counts), counts=tuple(counts))
     program = fold_spatial(mapping, dim)
     if gemm_blocks:
         return _gemm_block_plan(layer, program, dim, sp_rows, acc_rows)
@@ -373,10 +441,12 @@ def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
                 raise ConfigError(f"{row.layer.name}: the program does not fit the chip: "
                                   f"{exc}") from None
             arrays = low.trace.as_arrays()
-            jobs.append((pos, k, plan.kind, hw, arrays))
-            if plan.kind == "calls":  # the same call twice, back to back
-                jobs.append((pos, k + 1, plan.kind, hw,
+            if plan.kind == "calls":  # the call alone, and twice back to back
+                jobs.append((pos, 2 * k, plan.kind, hw, arrays))
+                jobs.append((pos, 2 * k + 1, plan.kind, hw,
                              tuple(np.concatenate([a, a]) for a in arrays)))
+            else:
+                jobs.append((pos, k, plan.kind, hw, arrays))
         if progress is not None:
             progress(pos + 1, len(rows), "lowered")
     return jobs, plans
@@ -406,8 +476,7 @@ def run_jobs(jobs: list, plans: Sequence[RowPlan], model: RtlModel | None = None
                 progress(done, len(jobs), "simulated")
     out = []
     for pos, plan in enumerate(plans):
-        count = 2 if plan.kind == "calls" else len(plan.problems)
-        out.append(plan.combine([cycles[(pos, k)] for k in range(count)],
+        out.append(plan.combine([cycles[(pos, k)] for k in range(plan.simulations)],
                                 model.host_call_cycles))
     return np.array(out)
 
@@ -441,7 +510,8 @@ __all__ = [
     "RowPlan",
     "RtlModel",
     "RtlRow",
-    "conv_program",
+    "generator_extents",
+    "generator_tile",
     "fold_spatial",
     "metrics",
     "parse_row",

@@ -71,23 +71,45 @@ def test_fold_spatial_keeps_every_tile():
     assert int(odd.spatial[2, 5]) == 12 and int(odd.temporal[1, 5]) == 2
 
 
-def test_conv_program_streams_pixels_under_each_weight_block():
-    m = Mapping.from_timeloop("L3[WIO] K2 - L2[WI] N1 K16X - L1[O] Q2 R3 S3 P2 C16X - L0[W] P4")
-    prog = rtl.conv_program(m)
-    assert int(prog.temporal[0, 2]) == 8 and int(prog.temporal[0, 3]) == 2  # P, Q at L0
-    assert int(prog.temporal[1, 2]) == int(prog.temporal[1, 3]) == 1
-    np.testing.assert_array_equal(np.prod(prog.temporal * prog.spatial, axis=0),
-                                  np.prod(m.temporal * m.spatial, axis=0))
+def test_conv_calls_follow_the_generator():
+    conv = rtl.parse_row(ROWS[0], 0)
+    # The generator's tile: the factors below DRAM, spatial included, with L0's P counted twice.
+    tile = rtl.generator_tile(conv.mapping)
+    assert dict(zip("RSPQCKN", tile.tolist())) == {"R": 3, "S": 3, "P": 16, "Q": 1, "C": 32,
+                                                   "K": 16, "N": 1}
+    # A square, "same"-padded image: the output side comes from P (Q is not used).
+    assert rtl.generator_extents(conv.layer)[2:4].tolist() == [4, 4]
+    plan = rtl.plan_row(conv.layer, conv.mapping)
+    assert plan.kind == "calls" and plan.calls == 8 and plan.counts == (8,)
+    sub, program = plan.problems[0]
+    assert (sub.R, sub.S, sub.P, sub.Q, sub.C, sub.K) == (3, 3, 4, 1, 32, 16)
+    assert sub.pads == (0, 0, 0, 0)
+    np.testing.assert_array_equal(np.prod(program.temporal * program.spatial, axis=0),
+                                  [3, 3, 4, 1, 32, 16, 1])
+    assert program.spatial.max() <= rtl.RTL_DIM
+    # An even kernel: the output side is P + 1, so a 4-wide tile leaves a remainder call.
+    even = Layer.conv2d(R=4, S=4, P=8, Q=8, C=16, K=16, pads=(2, 2, 2, 2))
+    m = Mapping.from_timeloop("L3[WIO] Q8 P2 - L2[WI] N1 K16X - L1[O] R4 S4 C16X - L0[W] P4")
+    assert rtl.generator_extents(even)[2] == 9
+    plan = rtl.plan_row(even, m)
+    # P: tile 4 x 4 = 16 covers the 9 columns in one call; Q: 9 rows one at a time.
+    assert plan.calls == 9 and plan.counts == (9,)
+    m = Mapping.from_timeloop("L3[WIO] Q8 P4 - L2[WI] N1 K16X - L1[O] R4 S4 C16X - L0[W] P2")
+    plan = rtl.plan_row(even, m)
+    assert plan.counts == (18, 9) and plan.calls == 27
+    assert [problem[0].P for problem in plan.problems] == [4, 1]
 
 
 def test_plans_and_how_they_combine():
     conv = rtl.parse_row(ROWS[0], 0)
     plan = rtl.plan_row(conv.layer, conv.mapping)
-    assert plan.kind == "calls" and plan.calls == 4
-    sub, _ = plan.problems[0]
-    assert (sub.R, sub.S, sub.P, sub.Q, sub.C, sub.K) == (3, 3, 4, 1, 32, 16)
-    assert plan.combine([100, 160], host_call_cycles=20) == 100 + 20 + 3 * 60
-    assert plan.combine([100, 110], host_call_cycles=20) == 100 + 20 + 3 * 20
+    assert plan.simulations == 2
+    assert plan.combine([100, 160], host_call_cycles=20) == 100 + 20 + 7 * 60
+    assert plan.combine([100, 110], host_call_cycles=20) == 100 + 20 + 7 * 20
+    two = rtl.RowPlan("calls", plan.problems * 2, calls=5, counts=(4, 1))
+    assert two.simulations == 4
+    # The first call starts cold; every call then costs its steady-state cycles.
+    assert two.combine([100, 160, 50, 70], host_call_cycles=30) == 100 + 30 + 3 * 60 + 30
     gemm = rtl.parse_row(ROWS[1], 1)
     assert rtl.plan_row(gemm.layer, gemm.mapping).kind == "stream"
     big = Layer.gemm(M=4096, K_red=4096, N_out=4096)
