@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import struct
 from collections.abc import Mapping
@@ -334,7 +335,9 @@ class Layout:
         """The fields shown in text (selectors excluded), in text order."""
         return tuple(f for f in self.fields if f.fixed is None)
 
+    @functools.cache  # noqa: B019 - layouts are a fixed, module-level set
     def reserved_mask(self, reg: str) -> int:
+        """Bits of ``reg`` no field uses (they must be zero); cached, as every decode asks."""
         used = 0
         for f in self.fields:
             if f.reg == reg:
@@ -961,7 +964,7 @@ class Instruction:
                                           if k in own}))
         if remaining:
             raise trace_error(f"unknown loop_conv_ws operands {sorted(remaining)}",
-                              field=sorted(remaining)[0], mnemonic="loop_conv_ws")
+                              field=min(remaining), mnemonic="loop_conv_ws")
         return tuple(out)
 
     # -- binary --------------------------------------------------------------------------------
@@ -1076,20 +1079,20 @@ def _raws_from_values(layout: Layout, values: Mapping[str, Any]) -> dict[str, in
 
 
 __all__ = [
+    "FENCE_WORD",
+    "GARBAGE_ADDR",
+    "LAYOUTS",
+    "MNEMONICS",
+    "OPCODE_CUSTOM3",
     "Activation",
     "ConfigType",
     "Dataflow",
-    "FENCE_WORD",
     "Field",
     "Funct",
-    "GARBAGE_ADDR",
     "Instruction",
     "IsaParams",
-    "LAYOUTS",
     "Layout",
     "LocalAddr",
-    "MNEMONICS",
-    "OPCODE_CUSTOM3",
     "f32_bits",
     "f32_value",
     "layout_of",

@@ -27,10 +27,10 @@ _LAYOUTS: dict[tuple[int, int], tuple] = {}
 def _checked_new(funct: int, rs1: int, rs2: int) -> Instruction:
     """An `Instruction` whose operands were checked against cached reserved-bit masks.
 
-    ``Instruction(funct, rs1, rs2)`` recomputes its layout's reserved masks on every call,
-    which dominates lowering a layer of a million instructions; this performs the same
-    reserved-bit and range checks once per layout, and defers to the constructor (and its
-    error message) whenever a check fails.
+    ``Instruction(funct, rs1, rs2)`` type-checks and looks its layout up on every call, which
+    dominates lowering a layer of a million instructions; this performs the same reserved-bit
+    and range checks with the layout looked up once per funct, and defers to the constructor
+    (and its error message) whenever a check fails.
     """
     key = (funct, rs1 & 3 if funct == Funct.CONFIG else 0)
     entry = _LAYOUTS.get(key)
