@@ -173,11 +173,11 @@ class RowPlan:
     """How one row is simulated.
 
     ``kind`` ``"calls"`` (a convolution): each of ``problems`` is the on-chip program of one
-    distinct kernel call, run ``counts[i]`` times (``calls`` in all; the first is the most
-    common). Each is simulated alone (``c1``) and twice back to back (``c2``); the software
-    issues the next call while one runs, so a call costs ``steady = max(c2 - c1, host)`` in
-    the stream, with ``host`` the software's cycles per call, and the row
-    ``c1[0] + host + sum(counts * steady) - steady[0]``.
+    distinct kernel call, run ``counts[i]`` times (``calls`` in all; the first is the walk's
+    first call, every dim's full tile). Each is simulated alone (``c1``) and twice back to back
+    (``c2``); the software issues the next call while one runs, so a call costs
+    ``steady = max(c2 - c1, host)`` in the stream, with ``host`` the software's cycles per call,
+    and the row ``c1[0] + host + sum(counts * steady) - steady[0]``.
     ``kind`` ``"stream"`` (a GEMM): the whole layer (one problem), or, when that trace is too
     long, the layer with the DRAM loops outside loop ``j`` at one iteration and loop ``j`` at one
     and two (two problems): ``(c1 + (trips - 1) * (c2 - c1)) * repeats``.
@@ -290,7 +290,8 @@ def generator_extents(layer: Layer) -> np.ndarray:
 
 def _call_shapes(extents: np.ndarray, tile: np.ndarray) -> list[tuple[np.ndarray, int]]:
     """The distinct call tiles of a tiled loop nest and how many calls have each: every dim
-    runs full tiles and, when the tile does not divide it, one remainder."""
+    runs full tiles and, when the tile does not divide it, one remainder. The first is the
+    walk's first call (every dim's full tile)."""
     per_dim = []
     for total, step in zip(extents.tolist(), tile.tolist()):
         step = min(step, total)
@@ -330,7 +331,6 @@ def plan_row(layer: Layer, mapping: Mapping, dim: int = RTL_DIM,
     """What the generator ran for one row (see the module docstring) as simulation problems."""
     if layer.kind not in ("gemm", "gemv"):
         shapes = _call_shapes(generator_extents(layer), generator_tile(mapping))
-        shapes.sort(key=lambda item: -item[1])
         problems, counts = [], []
         for shape, count in shapes:
             sub = dataclasses.replace(layer, **{d: int(shape[i]) for i, d in enumerate(DIMS)},
