@@ -372,7 +372,9 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def _read_yaml(path: pathlib.Path, what: str) -> Any:
+def read_yaml(path: pathlib.Path, what: str) -> Any:
+    """``yaml.safe_load`` of a file; unreadable files and malformed YAML become `ConfigError`s
+    that name ``what``, the file and the line."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -394,14 +396,14 @@ def _parse_yaml(text: str, where: str) -> Any:
 def _load_template(name_or_path: str) -> Template:
     path = pathlib.Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        return Template.from_dict(_read_yaml(path, "template"), source=str(path))
+        return Template.from_dict(read_yaml(path, "template"), source=str(path))
     shipped = TEMPLATE_DIR / f"{name_or_path}.yaml"
     if not shipped.exists():
         names = Template.names()
         close = difflib.get_close_matches(name_or_path, names, n=1)
         hint = f"; closest: {close[0]!r}" if close else ""
         raise ConfigError(f"unknown template {name_or_path!r}{hint} (known: {', '.join(names)})")
-    return Template.from_dict(_read_yaml(shipped, "template"), source=str(shipped))
+    return Template.from_dict(read_yaml(shipped, "template"), source=str(shipped))
 
 
 # --------------------------------------------------------------------------- hardware config
@@ -521,7 +523,7 @@ class HardwareConfig:
         text = str(source)
         if isinstance(source, pathlib.Path) or ("\n" not in text and ":" not in text):
             path = pathlib.Path(source)
-            return cls.from_dict(_read_yaml(path, "hardware config"),
+            return cls.from_dict(read_yaml(path, "hardware config"),
                                  where=f"hardware config {path}")
         return cls.from_dict(_parse_yaml(text, "hardware config <text>"),
                              where="hardware config <text>")
@@ -540,7 +542,7 @@ class HardwareConfig:
             hint = f"; closest: {close[0]!r}" if close else ""
             raise ConfigError(f"unknown hardware preset {name!r}{hint} "
                               f"(known: {', '.join(names)})")
-        data = _read_yaml(path, "preset")
+        data = read_yaml(path, "preset")
         if isinstance(data, dict):
             data.setdefault("name", name)
         return cls.from_dict(data, where=f"preset {name}")

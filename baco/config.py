@@ -33,9 +33,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
-from accel.arch import HardwareConfig
+from accel.arch import HardwareConfig, read_yaml
 from workloads.errors import ConfigError
 
 _HW_MODES = ("min_hw", "free", "fixed")
@@ -237,17 +235,7 @@ class ExperimentConfig:
     @classmethod
     def load(cls, path: str | pathlib.Path) -> ExperimentConfig:
         path = pathlib.Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"config {path}: cannot read ({exc.strerror})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f" line {mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise ConfigError(f"config {path}:{line}: malformed YAML ({problem})") from None
+        data = read_yaml(path, "config")
         if isinstance(data, dict) and "kind" in data:
             raise ConfigError(f"config {path}: this is a `baco reproduce` experiment (kind: "
                               f"{data['kind']}), not a `baco run` config; run it with "

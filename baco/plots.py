@@ -48,6 +48,17 @@ def _axes(ax: Any, size: tuple[float, float]) -> tuple[Figure, Any]:
     return fig, fig.add_subplot()
 
 
+def _label(ax: Any, xlabel: str, ylabel: str, title: str, legend: bool = True) -> None:
+    """Axis labels, the title if any, a log-friendly grid and the legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        ax.legend(fontsize=8)
+
+
 def convergence(curves: Mapping[str, Sequence[tuple[float, float]]], *, ax: Any = None,
                 title: str = "", log_x: bool = False) -> Figure:
     """Best EDP against samples for each method, as steps (a method's best so far).
@@ -68,13 +79,7 @@ def convergence(curves: Mapping[str, Sequence[tuple[float, float]]], *, ax: Any 
     ax.set_yscale("log")
     if log_x:
         ax.set_xscale("log")
-    ax.set_xlabel("samples")
-    ax.set_ylabel("best EDP (cycles x pJ)")
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    if curves:
-        ax.legend(fontsize=8)
+    _label(ax, "samples", "best EDP (cycles x pJ)", title, legend=bool(curves))
     return fig
 
 
@@ -108,12 +113,7 @@ def energy_latency(points: Sequence[tuple[str, float, float]], *, chosen: int | 
         label, cycles, energy = points[index]
         ax.scatter([cycles], [energy], s=220, marker="*", color="crimson", edgecolor="black",
                    zorder=5, label=f"chosen: {label}")
-    ax.set_xlabel("latency (cycles)")
-    ax.set_ylabel("energy (pJ)")
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _label(ax, "latency (cycles)", "energy (pJ)", title)
     return fig
 
 
@@ -179,12 +179,7 @@ def predicted_vs_measured(series: Mapping[str, tuple[Sequence[float], Sequence[f
         ax.plot([lo, hi], [lo, hi], "k--", linewidth=0.8, label="y = x")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("measured cycles (Gemmini RTL)")
-    ax.set_ylabel("predicted cycles")
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _label(ax, "measured cycles (Gemmini RTL)", "predicted cycles", title)
     return fig
 
 

@@ -53,7 +53,8 @@ class MethodSpec:
                               f"(presets: {', '.join(HardwareConfig.preset_names())})")
 
 
-def check_methods(methods: list[MethodSpec], where: str) -> None:
+def check_methods(methods: list[MethodSpec], where: str, reference: str | None = None) -> None:
+    """Labels unique, options valid, and ``reference`` (if given) one of the labels."""
     labels = [m.label for m in methods]
     dupes = sorted({x for x in labels if labels.count(x) > 1})
     if dupes:
@@ -65,6 +66,8 @@ def check_methods(methods: list[MethodSpec], where: str) -> None:
             codesign_config(m, seed=0, where=where)   # checks the options' keys and types
         else:
             _baseline_call(m, where)
+    if reference is not None and reference not in labels:
+        raise ConfigError(f"{where}: params.reference {reference!r} is not a method label")
 
 
 def _baseline_call(method: MethodSpec, where: str = "method") -> tuple[Any, dict[str, Any]]:

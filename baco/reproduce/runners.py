@@ -126,10 +126,7 @@ class Operators:
 
     def check(self, params: OperatorParams, where: str) -> None:
         import workloads
-        check_methods(params.methods, where)
-        if params.reference not in [m.label for m in params.methods]:
-            raise ConfigError(f"{where}: params.reference {params.reference!r} is not a method "
-                              "label")
+        check_methods(params.methods, where, params.reference)
         for s in params.suites:
             if s not in workloads.suite_names():
                 raise ConfigError(f"{where}: params.suites: unknown suite {s!r} (known: "
@@ -261,10 +258,7 @@ class EndToEnd:
     title = "Fig. 6.10: end-to-end EDP"
 
     def check(self, params: EndToEndParams, where: str) -> None:
-        check_methods(params.methods, where)
-        if params.reference not in [m.label for m in params.methods]:
-            raise ConfigError(f"{where}: params.reference {params.reference!r} is not a method "
-                              "label")
+        check_methods(params.methods, where, params.reference)
         from baco.networks import load_network
         for name in params.networks:
             try:

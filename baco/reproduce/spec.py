@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from accel.arch import read_yaml
 from baco.config import build_dataclass as parse
 from baco.config import check_value as check
 from workloads.errors import ConfigError
@@ -84,17 +85,7 @@ _TOP_KEYS = ("name", "kind", "description", "params", "quick")
 def read_experiment(path: str | pathlib.Path) -> ExperimentFile:
     """Read an experiment file (YAML, ``safe_load``); check its top-level keys."""
     path = pathlib.Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"experiment file {path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"experiment file {path}:{line}: malformed YAML "
-                          f"({getattr(exc, 'problem', None) or exc})") from None
+    data = read_yaml(path, "experiment file")
     return experiment_from_dict(data, str(path))
 
 

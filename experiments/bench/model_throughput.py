@@ -28,24 +28,13 @@ import time
 
 import jax
 import numpy as np
+from _timing import time_repeats
 
 import workloads
 from accel.arch import HardwareConfig, stack_hw
 from accel.mapping import Mapping
 from perfmodels import relax
 from perfmodels.analytic import evaluate_batch, stack_layers, stack_mappings
-
-
-def _time(fn, repeats: int) -> tuple[list[float], list[float]]:
-    """Wall-clock and process-CPU seconds of each repeat, after a compiling warm-up."""
-    jax.block_until_ready(fn())
-    wall, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        jax.block_until_ready(fn())
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return wall, cpu
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -73,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     batch_maps = stack_mappings([pool[i][1] for i in pick])
     batch_hw = stack_hw([hw] * args.exact_batch)
     pack_s = time.perf_counter() - start
-    exact_times, exact_cpu = _time(
+    exact_times, exact_cpu = time_repeats(
         lambda: evaluate_batch(template, batch_layers, batch_hw, batch_maps), args.repeats)
     out = evaluate_batch(template, batch_layers, batch_hw, batch_maps)
     finite = bool(np.all(np.isfinite(np.asarray(out.cycles))))
@@ -83,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     grad_layers = (layers * reps)[:args.grad_batch]
     space = relax.RelaxSpace.create(hw, grad_layers, hw_mode="min_hw")
     theta = relax.init_random(jax.random.PRNGKey(args.seed), space)
-    grad_times, grad_cpu = _time(lambda: relax.edp_loss_and_grad(theta, space), args.repeats)
+    grad_times, grad_cpu = time_repeats(lambda: relax.edp_loss_and_grad(theta, space), args.repeats)
     value, grad = relax.edp_loss_and_grad(theta, space)
     grads_finite = all(bool(np.all(np.isfinite(np.asarray(g))))
                        for g in jax.tree_util.tree_leaves(grad))

@@ -27,10 +27,10 @@ import os
 import pathlib
 import statistics
 import sys
-import time
 
 import jax
 import numpy as np
+from _timing import time_repeats
 
 from accel.arch import stack_hw
 from perfmodels.analytic import fast_jit, stack_layers, stack_mappings
@@ -40,17 +40,6 @@ from perfmodels.atformer.model import ModelConfig
 from perfmodels.validate import read_rows
 
 DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "gemmini_rtl_train.csv"
-
-
-def _time(fn, repeats: int) -> tuple[list[float], list[float]]:
-    jax.block_until_ready(fn())
-    wall, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        jax.block_until_ready(fn())
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return wall, cpu
 
 
 @functools.partial(fast_jit, static_argnums=(0, 1))
@@ -99,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
             ("network", lambda: net(surrogate.params, surrogate.stats, tok)),
             ("hybrid", lambda: _hybrid_batch(model, template, surrogate.params, surrogate.stats,
                                              layers, hwps, maps))):
-        wall, cpu = _time(fn, args.repeats)
+        wall, cpu = time_repeats(fn, args.repeats)
         results[f"{name}_predictions_per_s"] = args.batch / statistics.median(wall)
         results[f"{name}_predictions_per_cpu_s"] = args.batch / statistics.median(cpu)
     members = int(jax.tree_util.tree_leaves(surrogate.params)[0].shape[0])
