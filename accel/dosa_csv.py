@@ -1,4 +1,4 @@
-"""Reading DOSA's CSV datasets (``../shared/data/README.md``): the rows of a file and the numbers
+"""Reading DOSA's CSV datasets (``data/README.md``): the rows of a file and the numbers
 in them, with errors that name the file, the line and the column.
 
 Both readers of these files use it: the simulator's RTL validation (`accel.sim.rtl`) and the
@@ -13,6 +13,12 @@ import pathlib
 from collections.abc import Iterator, Sequence
 
 from workloads.errors import ConfigError
+
+DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
+"""DOSA's rows as shipped in the project's ``data/`` folder (provenance and licence in
+``data/README.md``)."""
+TIMELOOP_CSV = DATA_DIR / "timeloop_gemmini_10k.csv"
+RTL_CSV = DATA_DIR / "gemmini_rtl_train.csv"
 
 
 def read_csv(path: str | pathlib.Path, required: Sequence[str], limit: int | None = None
@@ -29,7 +35,7 @@ def read_csv(path: str | pathlib.Path, required: Sequence[str], limit: int | Non
         missing = [c for c in required if c not in (reader.fieldnames or ())]
         if missing:
             raise ConfigError(f"{path}: missing columns {missing}; expected DOSA's dataset "
-                              "format (see ../shared/data/README.md)")
+                              "format (see data/README.md in the project)")
         count = 0
         for i, row in enumerate(reader):
             if limit is not None and i >= limit:

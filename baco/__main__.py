@@ -1,7 +1,5 @@
 """`python -m baco` is the `baco` command."""
 
-import sys
+from baco.cli import entry
 
-from baco.cli import main
-
-sys.exit(main())
+entry()

@@ -3,14 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from workloads.errors import BacoError
 
 EXIT_BAD_INPUT = 2
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that end a command the way Ctrl-C does: exit status 128 + the signal's number
+(130, 143), after the command's own clean-up (checkpoints stay, nothing half-written)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised in the main thread so that a long job unwinds through its
+    ``finally`` blocks (progress bars, worker pools, temporary files) like Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into `Interrupted` for the command's duration (whatever the
+    parent set them to: a background job inherits SIGINT ignored), then restore them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupted(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, raise_interrupted) for s in INTERRUPT_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _cmd_workloads_list(args: argparse.Namespace) -> int:
@@ -81,8 +116,13 @@ def _cmd_validate_timeloop(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from baco.run import main_run
 
+    overrides = list(args.overrides)
+    if args.budget is not None:
+        overrides.append(f"codesign.budget_samples={args.budget}")
+    if args.seed is not None:
+        overrides.append(f"codesign.seed={args.seed}")
     return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet,
-                    emit_kernels=args.emit_kernels)
+                    emit_kernels=args.emit_kernels, overrides=overrides, force=args.force)
 
 
 def _cmd_validate_rtl(args: argparse.Namespace) -> int:
@@ -113,9 +153,27 @@ _COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate", "baco.cli_reproduce",
 """Modules with a ``register(commands)`` that adds their own subcommands to the parser."""
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that ends each option's text with its default (flags and unset options aside)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and action.nargs != 0 and action.default is not None
+                and action.default != [] and "default" not in text):
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every subcommand's parser is of this class (argparse builds them from the root's)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="baco", description="Co-design a DNN accelerator and its programs.")
+    parser = _Parser(prog="baco", description="Co-design a DNN accelerator and its programs.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     wl = commands.add_parser("workloads", help="list and inspect networks").add_subparsers(
@@ -127,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("network", help="zoo name (e.g. resnet50, bert:seq=512) or FILE.onnx")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="static shape for a graph input with dynamic dims (repeatable)")
+                   help="static shape for a graph input with dynamic dims (repeatable; default: the "
+                   "shapes the file declares)")
     p.set_defaults(func=_cmd_workloads_show)
 
     p = commands.add_parser("run", help="co-design a network and run its baselines",
@@ -137,9 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG.yaml", help="experiment config, e.g. "
                    "experiments/configs/resnet50.yaml")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the config's output, "
-                   "else experiments/results/NAME)")
+                   "else experiments/results/NAME); one that holds an earlier run is refused "
+                   "without --resume or --force")
     p.add_argument("--resume", action="store_true",
-                   help="continue from DIR/checkpoint/ to the same final result")
+                   help="continue from DIR/checkpoint/ to the same final result (pass the same "
+                   "--budget/--seed/--set as the first run)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite DIR: remove an earlier run's outputs first")
+    p.add_argument("--budget", type=int, metavar="N", default=None,
+                   help="sample budget of the co-design and every baseline (default: the "
+                   "config's codesign.budget_samples); same as --set codesign.budget_samples=N")
+    p.add_argument("--seed", type=int, metavar="N", default=None,
+                   help="seed of the co-design and every baseline (default: the config's "
+                   "codesign.seed); same as --set codesign.seed=N")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="change one config value, dotted key and YAML value, e.g. --set "
+                   "codesign.starts=4 (repeatable; checked like the file; default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--emit-kernels", action="store_true",
                    help="also write each layer's @baco.jit kernel to DIR/kernels/")
@@ -148,22 +220,24 @@ def build_parser() -> argparse.ArgumentParser:
     va = commands.add_parser("validate", help="check the models against measurements")
     va = va.add_subparsers(dest="against", required=True, metavar="DATA")
     p = va.add_parser("timeloop", help="the exact analytical model against Timeloop rows")
-    p.add_argument("file", help="CSV in the format of shared/data/timeloop_gemmini_10k.csv")
+    p.add_argument("file", help="CSV in the format of data/timeloop_gemmini_10k.csv")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_validate_timeloop)
     p = va.add_parser("rtl", help="predicted cycles against Gemmini RTL measurements")
-    p.add_argument("file", help="CSV in the format of shared/data/gemmini_rtl_train.csv")
+    p.add_argument("file", help="CSV in the format of data/gemmini_rtl_train.csv")
     p.add_argument("--predictor", choices=["analytic", "sim", "hybrid"], default="sim",
                    help="analytic: the exact model on the row's arch; sim: lower each row and "
                    "run the simulator's timing model; hybrid: analytic x the surrogate's "
                    "learned residual (needs --model)")
     p.add_argument("--model", metavar="PATH", default=None,
-                   help="surrogate checkpoint folder (from `baco surrogate train`)")
+                   help="surrogate checkpoint folder (from `baco surrogate train`; default: none, "
+                   "required by --predictor hybrid)")
     p.add_argument("--holdout", type=float, default=0.2,
                    help="also report this fraction of the layers apart (the split `baco "
                    "surrogate train` holds out with the same seed)")
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split")
+    p.add_argument("--limit", type=int, default=None,
+                   help="only the first N rows (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_validate_rtl)
 
@@ -172,20 +246,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resume_hint(args: argparse.Namespace) -> str:
+    if args.command == "run":
+        return "rerun with --resume to continue from the checkpoint"
+    if args.command in ("reproduce", "sweep"):
+        return "rerun the same command to continue (finished cases are kept)"
+    return "nothing was written"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status (0 done, 1 a check failed, 2 bad input, 130/143
+    interrupted by SIGINT/SIGTERM)."""
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except BacoError as exc:
-        message = " ".join(str(exc).split())
-        print(f"baco: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        if args.command == "run":
-            print("baco: interrupted; rerun with --resume to continue from the checkpoint",
+    with _signals_interrupt():
+        try:
+            return args.func(args)
+        except BacoError as exc:
+            message = " ".join(str(exc).split())
+            print(f"baco: error: {message}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", signal.SIGINT)
+            print(f"baco: interrupted ({signal.Signals(signum).name}); {_resume_hint(args)}",
                   file=sys.stderr)
-        return 130
+            return 128 + signum
+
+
+def entry() -> None:
+    """The console script. After an interrupt it leaves at once, without the interpreter's
+    teardown: JAX's runtime threads may still be busy with the work just abandoned, and
+    tearing the interpreter down under them can crash the process."""
+    code = main()
+    if code > 128:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

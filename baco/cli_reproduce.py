@@ -10,11 +10,9 @@ Both resume: rerunning the same command loads the finished cases from ``DIR/case
 from __future__ import annotations
 
 import argparse
-import sys
 
 from workloads.errors import ConfigError
 
-EXIT_INTERRUPTED = 130
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -75,13 +73,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _run(name: str, args: argparse.Namespace) -> int:
     from baco.reproduce import reproduce
 
-    try:
-        outcome = reproduce(name, quick=args.quick, out=args.out, backend=args.backend,
-                            workers=args.workers, progress=not args.quiet)
-    except KeyboardInterrupt:
-        print("baco: interrupted; rerun the same command to continue (finished cases are "
-              "kept)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    outcome = reproduce(name, quick=args.quick, out=args.out, backend=args.backend,
+                        workers=args.workers, progress=not args.quiet)
     print(outcome.table)
     print(f"{outcome.cases} cases ({outcome.ran} run, {outcome.reused} reused) in "
           f"{outcome.seconds:.0f} s; wrote {', '.join(outcome.files)} in {outcome.out}")

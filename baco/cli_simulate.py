@@ -31,7 +31,7 @@ def register(commands) -> None:
         "status 1 if any layer fails.")
     p.add_argument("results", metavar="RESULTS.json", help="a results.json from `baco run`")
     p.add_argument("--check", action="store_true", help="compare every output with numpy")
-    p.add_argument("--layers", metavar="I,J,...", help="only these layer indices")
+    p.add_argument("--layers", metavar="I,J,...", help="only these layer indices (default: all)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -28,6 +28,11 @@ def _cmd_dataset_generate(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {summary.rows} simulator-labelled rows ({summary.layers} layers, "
               f"{summary.hardware}) to {summary.path}")
+    if summary.host_epilogue_rows and not args.quiet:
+        print(f"baco: warning: {summary.host_epilogue_rows} rows of "
+              f"{len(summary.host_epilogue_layers)} layers were lowered without the epilogue "
+              f"ops the accelerator cannot run (they run on the host, outside the simulated "
+              f"cycles): {'; '.join(summary.host_epilogue_layers)}", file=sys.stderr)
     return 0
 
 
@@ -92,12 +97,12 @@ def register(commands: Any) -> None:
                       "configuration and label them with the simulator")
     p.add_argument("--n", type=int, required=True, help="number of rows")
     p.add_argument("--out", required=True, metavar="FILE.csv", help="output CSV (DOSA format)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the layer and mapping draws")
     p.add_argument("--networks", default="resnet50,bert,unet",
                    help="comma-separated zoo networks whose layers are sampled")
     p.add_argument("--array-dim", type=int, default=16, help="PE array rows = columns")
-    p.add_argument("--sp-kb", type=float, default=256.0)
-    p.add_argument("--acc-kb", type=float, default=64.0)
+    p.add_argument("--sp-kb", type=float, default=256.0, help="scratchpad KiB of the hardware")
+    p.add_argument("--acc-kb", type=float, default=64.0, help="accumulator KiB of the hardware")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_dataset_generate)
@@ -106,31 +111,34 @@ def register(commands: Any) -> None:
         dest="action", required=True, metavar="ACTION")
     p = sg.add_parser("train", help="train the ATFormer residual on a DOSA-format CSV")
     p.add_argument("--data", required=True, metavar="FILE.csv",
-                   help="RTL rows (shared/data/gemmini_rtl_train.csv) or `baco dataset "
+                   help="RTL rows (data/gemmini_rtl_train.csv) or `baco dataset "
                    "generate` output")
     p.add_argument("--out", required=True, metavar="PATH", help="checkpoint folder")
     p.add_argument("--holdout", type=float, default=0.2,
                    help="fraction of the layers held out for testing (0: train on all)")
-    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split")
     p.add_argument("--array-dim", type=int, default=None,
                    help="the PE array the cycles were measured on, if not the rows' arch.pe "
-                   "(16 for DOSA's RTL rows)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N rows")
-    p.add_argument("--epochs", type=int, default=80)
-    p.add_argument("--batch-size", type=int, default=64)
+                   "(16 for DOSA's RTL rows; default: each row's arch.pe)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="only the first N rows (default: all)")
+    p.add_argument("--epochs", type=int, default=80, help="most training epochs")
+    p.add_argument("--batch-size", type=int, default=64, help="rows per training step")
     p.add_argument("--width", type=int, default=32,
                    help="model width (the seed's ATFormer is 512; 32 trains in minutes on two "
                    "CPU cores and predicts ~100x faster, at similar held-out accuracy here)")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4, help="attention heads per layer")
+    p.add_argument("--layers", type=int, default=2, help="transformer encoder layers")
     p.add_argument("--ensemble", type=int, default=4,
                    help="members trained side by side (vmapped); the prediction is their mean")
-    p.add_argument("--rank-weight", type=float, default=0.1)
+    p.add_argument("--rank-weight", type=float, default=0.1,
+                   help="weight of the pairwise ranking term of the loss")
     p.add_argument("--relative-weight", type=float, default=1.0,
                    help="weight of the MAPE term of the loss (beside log-cycle MSE)")
-    p.add_argument("--patience", type=int, default=30)
-    p.add_argument("--lr", type=float, default=7e-4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--patience", type=int, default=30,
+                   help="stop after this many epochs without a better validation loss")
+    p.add_argument("--lr", type=float, default=7e-4, help="Adam learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and batches")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_surrogate_train)

@@ -64,6 +64,7 @@ from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
+from perfmodels.energy import area_excess, check_area_budget, config_area_mm2
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.files import write_atomic
 from workloads.network import Network
@@ -103,6 +104,7 @@ class Settings(NamedTuple):
     lr_final_fraction: float
     round_steps: int
     objective: Callable[..., Any]
+    area_budget_mm2: float | None = None
 
 
 def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings,
@@ -111,7 +113,9 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
 
     Penalties (log excess, times ``settings.penalty``): buffer overflow and fan-out beyond the
     hardware (free/fixed modes), PE dims beyond ``max_pe_dim``, buffers beyond
-    ``max_sp_kb``/``max_acc_kb``. With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's
+    ``max_sp_kb``/``max_acc_kb``, and the hardware's area beyond ``area_budget_mm2``
+    (`perfmodels.energy.area_excess`: in min_hw mode the area of the hardware inferred from
+    the tiles, so the gradient shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's
     cycles are multiplied by the surrogate's learned residual (differentiably).
     """
     maps, hwp = relax.decode(theta, space)
@@ -132,7 +136,9 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
     for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
                          (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb)):
         excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
-    loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
+    if settings.area_budget_mm2 is not None:
+        excess = excess + area_excess(template, hwp, settings.area_budget_mm2)
+    loss =  jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
     return loss, (cycles, energy_pj)
 
 
@@ -287,6 +293,29 @@ def random_hardware(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: 
                                acc_kb=kb(max_acc_kb), name="random_start")
 
 
+START_HW_DRAWS = 1000
+"""Random hardware draws `random_hardware_within` tries before the smallest hardware."""
+
+
+def random_hardware_within(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: int,
+                           max_sp_kb: float | None, max_acc_kb: float | None,
+                           area_budget_mm2: float | None, sram_step_kb: float = 1.0
+                           ) -> HardwareConfig:
+    """`random_hardware`, redrawn until its area is within `area_budget_mm2` (so that a
+    start's mappings, which fit it, make a design within the budget); after
+    `START_HW_DRAWS` misses, the smallest hardware (1x1 PEs, one SRAM step per buffer).
+    Without a budget, exactly one `random_hardware` draw."""
+    hw = random_hardware(rng, base, max_pe_dim, max_sp_kb, max_acc_kb)
+    if area_budget_mm2 is None:
+        return hw
+    for _ in range(START_HW_DRAWS):
+        if config_area_mm2(hw) <= area_budget_mm2:
+            return hw
+        hw = random_hardware(rng, base, max_pe_dim, max_sp_kb, max_acc_kb)
+    return dataclasses.replace(base, pe_rows=1, pe_cols=1, sp_kb=float(sram_step_kb),
+                               acc_kb=float(sram_step_kb), name="random_start")
+
+
 def start_mappings(rounder: Rounder, hw: HardwareConfig, rng: np.random.Generator,
                    candidates: int, stages: int | None = None) -> tuple[list[Mapping], int]:
     """Per layer, the best (by layer EDP) of `candidates` mappings that fit `hw`: Gemmini's
@@ -407,11 +436,13 @@ class _Search:
         self.layers = list(net.layers)
         self.counts = np.asarray(net.counts, np.float64)
         self.base_hw = hw
+        check_area_budget(config.area_budget_mm2, hw, config.sram_step_kb,
+                          fixed=config.hw_mode == "fixed")
         self.hybrid = load_predictor(config, hw.template_spec)
         rounder_args = {"hw_mode": config.hw_mode, "aware": config.instruction_aware,
                         "max_pe_dim": config.max_pe_dim, "sram_step_kb": config.sram_step_kb,
                         "max_sp_kb": config.max_sp_kb, "max_acc_kb": config.max_acc_kb,
-                        "nearest": config.nearest}
+                        "nearest": config.nearest, "area_budget_mm2": config.area_budget_mm2}
         if self.hybrid is None:
             self.rounder = Rounder(hw, self.layers, **rounder_args)
         else:
@@ -427,7 +458,8 @@ class _Search:
             learning_rate=config.learning_rate, decay_steps=config.steps_per_start,
             lr_final_fraction=config.lr_final_fraction,
             round_steps=min(config.round_every, config.steps_per_start),
-            objective=objective if self.hybrid is None else HybridObjective(self.hybrid))
+            objective=objective if self.hybrid is None else HybridObjective(self.hybrid),
+            area_budget_mm2=config.area_budget_mm2)
         self.key = jax.random.PRNGKey(config.seed)
         imp = config.importance
         self.importance_config = ImportanceConfig(alpha=imp.alpha, beta=imp.beta,
@@ -476,8 +508,8 @@ class _Search:
         if cfg.hw_mode == "fixed":
             hw = self.base_hw
         else:
-            hw = random_hardware(rng, self.base_hw, cfg.max_pe_dim, cfg.max_sp_kb,
-                                 cfg.max_acc_kb)
+            hw = random_hardware_within(rng, self.base_hw, cfg.max_pe_dim, cfg.max_sp_kb,
+                                        cfg.max_acc_kb, cfg.area_budget_mm2, cfg.sram_step_kb)
         mappings, cost = start_mappings(self.rounder, hw, rng, cfg.start_mappings)
         self.samples += cost
         # The start itself is a design (on its random hardware): score it, keep it if best.
@@ -714,7 +746,10 @@ class _Search:
         if meta.get("version") != CHECKPOINT_VERSION:
             raise ConfigError(f"checkpoint {where}: version {meta.get('version')} is not "
                               f"{CHECKPOINT_VERSION}; delete it to start over")
-        for key, mine in (("config", self.config.to_dict()),
+        mine_config = self.config.to_dict()
+        if mine_config.get("area_budget_mm2") is None and "area_budget_mm2" not in meta["config"]:
+            mine_config.pop("area_budget_mm2")     # a checkpoint from before area budgets
+        for key, mine in (("config", mine_config),
                           ("network", self.net.to_dict()["layers"]),
                           ("hardware", self.base_hw.to_dict())):
             if json.loads(json.dumps(mine)) != meta[key]:
@@ -852,11 +887,19 @@ def codesign(network: Network | str, template: str = "gemmini",
     hw = base_hardware(template, hardware)
     search = _Search(net, hw, config)
     ckpt = pathlib.Path(checkpoint) if checkpoint is not None else None
-    if resume and ckpt is not None and ckpt.exists():
+    resumed = resume and ckpt is not None and ckpt.exists()
+    if resumed:
         search.load_state_dict(load_checkpoint(ckpt), str(ckpt))
-    bar = Progress(config.budget_samples, enabled=progress)
+    yardstick = "instruction-aware model" if config.instruction_aware else "plain model"
+    if config.predictor == "hybrid":
+        yardstick = f"hybrid {yardstick}"
+    bar = Progress(config.budget_samples, enabled=progress, label="baco", yardstick=yardstick,
+                   completed=search.samples, best_edp=search.best_edp)
+    if resumed:
+        bar.note(f"baco: resuming from {ckpt}: round {search.round}, {search.samples} of "
+                 f"{config.budget_samples} samples done, best EDP {search.best_edp:.4g} "
+                 f"({yardstick})" if search.samples else f"baco: resuming from {ckpt}")
     try:
-        bar.update(search.samples, search.best_edp)
         while not search.done:
             if not search.step_round():
                 search.done = True
@@ -872,10 +915,14 @@ def codesign(network: Network | str, template: str = "gemmini",
 
 
 class Progress:
-    """A rich progress bar over samples, showing the best EDP (a no-op when disabled)."""
+    """A rich progress bar over a search's samples, naming the search and the yardstick of
+    the best EDP it shows (a no-op when disabled). Until the first update it says
+    "compiling": the first round traces and compiles the model, which takes seconds."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
+    def __init__(self, total: int, enabled: bool, label: str = "baco", yardstick: str = "",
+                 completed: int = 0, best_edp: float = math.inf) -> None:
         self.bar = None
+        self.yardstick = yardstick
         if not enabled:
             return
         from rich.console import Console
@@ -886,16 +933,27 @@ class Progress:
             TextColumn,
             TimeElapsedColumn,
         )
-        self.bar = Progress(TextColumn("[bold]baco[/] {task.description}"), BarColumn(),
+        self.bar = Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(bar_width=24),
                             MofNCompleteColumn(), TextColumn("samples"), TimeElapsedColumn(),
-                            console=Console(stderr=True))
-        self.task = self.bar.add_task("best EDP -", total=total)
+                            TextColumn("{task.description}"), console=Console(stderr=True))
+        self.task = self.bar.add_task(self._describe(best_edp, "compiling"), total=total,
+                                      completed=completed)
         self.bar.start()
+
+    def _describe(self, best_edp: float, otherwise: str) -> str:
+        if not math.isfinite(best_edp):
+            return otherwise
+        return f"best EDP {best_edp:.4g}" + (f" ({self.yardstick})" if self.yardstick else "")
 
     def update(self, samples: int, best_edp: float) -> None:
         if self.bar is not None:
-            text = "best EDP -" if not math.isfinite(best_edp) else f"best EDP {best_edp:.4g}"
-            self.bar.update(self.task, completed=samples, description=text)
+            self.bar.update(self.task, completed=samples,
+                            description=self._describe(best_edp, "best EDP -"))
+
+    def note(self, message: str) -> None:
+        """A line printed above the bar."""
+        if self.bar is not None:
+            self.bar.console.print(message, highlight=False)
 
     def close(self) -> None:
         if self.bar is not None:

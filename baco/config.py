@@ -30,10 +30,11 @@ import math
 import pathlib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accel.arch import HardwareConfig, read_yaml
+from perfmodels.energy import check_area_budget
 from workloads.errors import ConfigError
 
 _HW_MODES = ("min_hw", "free", "fixed")
@@ -93,6 +94,12 @@ class CodesignConfig:
     compute energy and buffer rows (`baco.instructions`); the search sees it, and the score
     reported counts it.
 
+    Area budget (``area_budget_mm2``, mm2 by the template's area model; null: none): the
+    relaxed objective adds ``penalty * relu(log(area / budget))`` of the (inferred or free)
+    hardware, and a rounded design over the budget is rejected (never the best). Checked when
+    the config is loaded: it must be at least the template's smallest design (1x1 PEs,
+    ``sram_step_kb`` buffers; in ``fixed`` mode, the fixed hardware's area).
+
     Predictor: ``analytic`` scores latency with the analytical model; ``hybrid`` multiplies
     its cycles by the learned residual of the surrogate at ``model`` (a folder from `baco
     surrogate train`; `perfmodels.atformer.hybrid`), in the descent and in every exact score.
@@ -123,6 +130,7 @@ class CodesignConfig:
     importance: ImportanceSettings = dataclasses.field(default_factory=ImportanceSettings)
     predictor: str = "analytic"
     model: str | None = None
+    area_budget_mm2: float | None = None
 
     def __post_init__(self) -> None:
         if self.predictor not in _PREDICTORS:
@@ -227,20 +235,67 @@ class ExperimentConfig:
         specs = _baselines(baselines, source)
         config = dataclasses.replace(config, baselines=specs)
         try:
-            config.hardware_config()
+            hw = config.hardware_config()
         except ConfigError as exc:
             raise ConfigError(f"{source}: hardware: {exc}") from None
+        try:
+            check_area_budget(config.codesign.area_budget_mm2, hw, config.codesign.sram_step_kb,
+                              fixed=config.codesign.hw_mode == "fixed")
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         return config
 
     @classmethod
-    def load(cls, path: str | pathlib.Path) -> ExperimentConfig:
+    def load(cls, path: str | pathlib.Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
+        """The config of `path`, with `overrides` (``KEY=VALUE``, dotted keys such as
+        ``codesign.budget_samples=5000``; values in YAML) applied before it is checked."""
         path = pathlib.Path(path)
         data = read_yaml(path, "config")
         if isinstance(data, dict) and "kind" in data:
             raise ConfigError(f"config {path}: this is a `baco reproduce` experiment (kind: "
                               f"{data['kind']}), not a `baco run` config; run it with "
                               f"`baco reproduce {data.get('name', path.stem)}`")
-        return cls.from_dict(data, source=str(path))
+        source = str(path)
+        if overrides:
+            data = apply_overrides(data, overrides, source)
+            source += " (with --set " + " ".join(overrides) + ")"
+        return cls.from_dict(data, source=source)
+
+
+def apply_overrides(data: Any, overrides: Sequence[str], where: str) -> dict[str, Any]:
+    """A copy of the mapping `data` with each ``KEY=VALUE`` of `overrides` set (the value read
+    as YAML, so ``5000`` is a number and ``[1, 2]`` a list); the keys are checked later, like
+    the file's own."""
+    import copy
+
+    import yaml
+
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping at the top level, got "
+                          f"{type(data).__name__}")
+    data = copy.deepcopy(dict(data))
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. "
+                              "codesign.budget_samples=5000")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: the value is not YAML "
+                              f"({' '.join(str(exc).split())})") from None
+        node = data
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {'.'.join(parts[:depth + 1])} is "
+                                  f"{child!r}, not a mapping")
+            node = child
+        node[parts[-1]] = value
+    return data
 
 
 # --------------------------------------------------------------------------- checking

@@ -5,7 +5,7 @@ layers are skipped, the CSV format has no groups column), one hardware configura
 random mapping that fits it (`baco.search._space.MappingSampler`). Its label is the cycles the
 simulator's RTL timing model gives (`accel.sim.rtl.simulate_rows`: the program lowered for a
 Gemmini chip with the point's array and buffers, timing only). The file has DOSA's columns
-(``../shared/data/README.md``), so `perfmodels.atformer.train.read_dataset` reads it like the
+(``data/README.md``), so `perfmodels.atformer.train.read_dataset` reads it like the
 real RTL rows: ``target.cycle`` holds the simulated cycles (``target.sim_cycle`` too),
 ``target.energy`` the analytical model's µJ, and the ``arch.*`` columns the hardware. This is
 how simulator cycles reach `perfmodels.atformer`: as data, never as an import.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import os
 import pathlib
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.lower import split_epilogue
 from accel.mapping import Mapping
 from accel.sim.rtl import RtlRow, prepare_rows, simulate_rows
 from baco.networks import load_network
@@ -72,9 +74,17 @@ class DatasetSummary:
     layers: int
     hardware: str
     seed: int
+    host_epilogue_rows: int = 0
+    """Rows whose layer was lowered without the epilogue ops the accelerator cannot run."""
+    host_epilogue_layers: tuple[str, ...] = ()
+    """Those layers, each with the ops left out, e.g. ``"bert.attn_scores (div)"``."""
 
 
-def _layer_pool(networks: Sequence[str]) -> list[Layer]:
+@functools.lru_cache(maxsize=8)
+def _layer_pool(networks: tuple[str, ...]) -> tuple[tuple[Layer, ...], tuple[tuple[str, ...], ...]]:
+    """The distinct usable layers of `networks` and, beside each, the epilogue ops it is
+    lowered without: those the accelerator cannot fuse (`accel.lower.split_epilogue`), which
+    run on the host after the output is stored, outside the simulated cycles."""
     pool: dict[tuple, Layer] = {}
     for name in networks:
         for layer in load_network(name).layers:
@@ -85,7 +95,12 @@ def _layer_pool(networks: Sequence[str]) -> list[Layer]:
             pool.setdefault(key, layer)
     if not pool:
         raise ConfigError(f"dataset: no usable layers in {list(networks)}")
-    return list(pool.values())
+    layers, host_ops = [], []
+    for layer in pool.values():
+        fused, host = split_epilogue(layer.epilogue)
+        layers.append(dataclasses.replace(layer, epilogue=fused) if host else layer)
+        host_ops.append(host)
+    return tuple(layers), tuple(host_ops)
 
 
 def sample_points(n: int, hw: HardwareConfig, seed: int,
@@ -96,7 +111,7 @@ def sample_points(n: int, hw: HardwareConfig, seed: int,
     if n < 1:
         raise ConfigError(f"dataset: --n must be >= 1, got {n}")
     rng = np.random.default_rng(seed)
-    pool = _layer_pool(networks)
+    pool = _layer_pool(tuple(networks))[0]
     picks = rng.integers(0, len(pool), size=n)
     points: list[tuple[Layer, Mapping]] = []
     tags = hw.template_spec.tags
@@ -170,5 +185,12 @@ def generate(n: int, out: str | os.PathLike, *, seed: int = 0,
     metrics = exact_batch([p[0] for p in points], hw, [p[1] for p in points], check=False)
     write_csv(out, hw, points, cycles, np.asarray(metrics.energy_pj) * 1e-6,
               source=f"accel.sim.rtl seed={seed}")
+    pool, host_ops = _layer_pool(tuple(networks))
+    dropped = {id(layer): ops for layer, ops in zip(pool, host_ops) if ops}
+    stripped = [layer for layer, _ in points if id(layer) in dropped]
+    named = {id(layer): f"{layer.name or layer.config_str()} ({', '.join(dropped[id(layer)])})"
+             for layer in stripped}
     return DatasetSummary(path=str(out), rows=len(points),
-                          layers=len({id(p[0]) for p in points}), hardware=hw.name, seed=seed)
+                          layers=len({id(p[0]) for p in points}), hardware=hw.name, seed=seed,
+                          host_epilogue_rows=len(stripped),
+                          host_epilogue_layers=tuple(sorted(named.values())))

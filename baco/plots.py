@@ -10,7 +10,9 @@ value), and `save` writes one to a PNG atomically.
 * `predicted_vs_measured`: log-log scatter of predicted against measured cycles, y = x drawn
   (seed 001 Fig. 6.12);
 * `grouped_bars`: one group per benchmark, one bar per method, optional reference markers
-  (the seed's printed values) -- Table 6.6 and Fig. 6.10.
+  (the seed's printed values) -- Table 6.6 and Fig. 6.10;
+* `edp_area`: EDP against area of designs found under area budgets, each method's Pareto
+  front drawn through its non-dominated points (``baco sweep`` over ``area_budgets_mm2``).
 
 >>> fig = convergence({"baco": [(1, 10.0), (50, 2.0)], "random": [(1, 12.0), (40, 8.0)]})
 >>> [ax.get_yscale() for ax in fig.axes]
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["convergence", "energy_latency", "grouped_bars", "layer_breakdown",
+__all__ = ["convergence", "edp_area", "energy_latency", "grouped_bars", "layer_breakdown",
            "predicted_vs_measured", "save"]
 
 
@@ -211,4 +213,35 @@ def grouped_bars(groups: Sequence[str], series: Mapping[str, Sequence[float]], *
         ax.set_title(title)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(True, axis="y", which="both", alpha=0.3)
+    return fig
+
+
+def edp_area(series: Mapping[str, Sequence[tuple[float, float, bool]]], *,
+             budgets: Sequence[float] = (), ax: Any = None, title: str = "",
+             ylabel: str = "EDP (cycles x pJ)") -> Figure:
+    """EDP against area (mm2), log EDP, one colour per method.
+
+    Args:
+      series: method -> ``[(area_mm2, edp, on_front), ...]``; every point is drawn, the front
+        (``on_front``) with larger markers joined by a staircase line (sorted by area).
+      budgets: area budgets, drawn as dotted vertical lines.
+    """
+    fig, ax = _axes(ax, (6.0, 4.5))
+    for budget in budgets:
+        ax.axvline(float(budget), linestyle=":", color="grey", linewidth=0.8)
+    for label, points in series.items():
+        pts = [(float(a), float(e), bool(f)) for a, e, f in points
+               if math.isfinite(a) and math.isfinite(e) and e > 0]
+        if not pts:
+            continue
+        dots = ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, alpha=0.5,
+                          label=label)
+        colour = dots.get_facecolor()[0]
+        front = sorted((a, e) for a, e, f in pts if f)
+        if front:
+            xs, ys = zip(*front)
+            ax.step(xs, ys, where="post", color=colour, linewidth=1.6)
+            ax.scatter(xs, ys, s=60, color=colour, edgecolor="black", zorder=4)
+    ax.set_yscale("log")
+    _label(ax, "area (mm2)", ylabel, title, legend=bool(series))
     return fig

@@ -18,6 +18,12 @@ at once, and scores them exactly:
    instruction-aware) rounded up to ``sram_step_kb``. In ``fixed`` mode the hardware is given.
 4. **Repair**: a layer whose tile overflows a bound (``max_sp_kb``/``max_acc_kb``, or a fixed
    buffer) has factors moved outward, a prime at a time, until it fits.
+5. **Area budget** (``area_budget_mm2``, by the template's area model,
+   `perfmodels.energy.hardware_area_mm2`): a design over it has its largest area term cut
+   (the PE array narrowed, or one buffer's tiles shrunk until it needs fewer KiB), and the
+   hardware inferred again, until it fits or nothing is left to cut. A design still over the
+   budget scores an infinite EDP (`Rounder.score`) and fails `Rounder.check`: it is never
+   kept as a best design.
 
 Every design `Rounder.check` accepts validates (`accel.mapping.Mapping.validate`) on its
 hardware, and, when instruction-aware, its padded tiles fit too (the property the tests check).
@@ -35,10 +41,12 @@ import jax
 import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays, stack_hw, tensor_bits
+from accel.lower.nest import padded_layer
 from accel.mapping import Mapping, layer_geometry, tile_words
 from baco import instructions
 from perfmodels.accesses import MappingArrays, order_rank
 from perfmodels.analytic import Metrics, fast_jit, stack_layers
+from perfmodels.energy import config_area_mm2
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
@@ -134,7 +142,8 @@ class Rounder:
     def __init__(self, base_hw: HardwareConfig, layers: Sequence[Layer], *,
                  hw_mode: str = "min_hw", aware: bool = True, max_pe_dim: int = 128,
                  sram_step_kb: float = 1.0, max_sp_kb: float | None = None,
-                 max_acc_kb: float | None = None, nearest: str = "log") -> None:
+                 max_acc_kb: float | None = None, nearest: str = "log",
+                 area_budget_mm2: float | None = None) -> None:
         if hw_mode not in _HW_MODES:
             raise ConfigError(f"rounding: hw_mode must be one of {_HW_MODES}, got {hw_mode!r}")
         if not layers:
@@ -149,6 +158,11 @@ class Rounder:
         self.sram_step_kb = float(sram_step_kb)
         self.max_kb = {"sp_kb": max_sp_kb, "acc_kb": max_acc_kb}
         self.linear = nearest == "linear"
+        self.area_budget_mm2 = None if area_budget_mm2 is None else float(area_budget_mm2)
+        try:
+            self.pe_axes = instructions.array_axes(self.template)   # for narrowing the array
+        except ConfigError:
+            self.pe_axes = ()
         self.dims = np.array([[getattr(x, d) for d in DIMS] for x in self.layers], np.int64)
         self.packed = stack_layers(self.layers)
         self.geometry = [layer_geometry(x) for x in self.layers]
@@ -171,11 +185,15 @@ class Rounder:
         cap = level_arrays(self.template, hw.to_params(), np).capacity_kb.astype(np.float64)
         return np.where(np.isfinite(cap), cap, np.inf)
 
-    def _limit_fields(self, pe: int) -> dict[str, float]:
-        """Largest buffers a design with PE dims `pe` may get (min_hw/free modes)."""
+    def _limit_fields(self, pe: int, limits: dict[str, float] | None = None
+                      ) -> dict[str, float]:
+        """Largest buffers a design with PE dims `pe` may get (min_hw/free modes), within
+        `limits` (KiB per field) too if given."""
         fields: dict[str, float] = {"pe_rows": pe, "pe_cols": pe}
         for key, value in self.max_kb.items():
             fields[key] = _BIG_KB if value is None else float(value)
+            if limits and key in limits:
+                fields[key] = min(fields[key], float(limits[key]))
         return fields
 
     def _check_bounds(self) -> None:
@@ -354,8 +372,75 @@ class Rounder:
             if repaired:
                 hws[p] = self._hardware(temporal[p:p + 1], spatial[p:p + 1],
                                         stages[p:p + 1])[0]
+            if self.area_budget_mm2 is not None and self.hw_mode != "fixed":
+                hws[p] = self._fit_budget(temporal[p], spatial[p], stages[p], hws[p])
         return [Design(hw=hws[p], temporal=temporal[p], spatial=spatial[p], order=order[p],
                        stages=stages[p]) for p in range(points)]
+
+    # ------------------------------------------------------------------ area budget
+    def area_mm2(self, hw: HardwareConfig) -> float:
+        """The template's area model for `hw` (`perfmodels.energy.config_area_mm2`)."""
+        return config_area_mm2(hw)
+
+    def within_budget(self, hw: HardwareConfig) -> bool:
+        return (self.area_budget_mm2 is None
+                or self.area_mm2(hw) <= self.area_budget_mm2 * (1 + 1e-6))
+
+    def _area_terms(self, hw: HardwareConfig) -> list[tuple[float, str]]:
+        """``(mm2, field)`` of every area term a min_hw design can cut: the PE array
+        (``"pe"``) and each buffer sized by ``sp_kb``/``acc_kb``, largest first."""
+        lv = level_arrays(self.template, hw.to_params(), np)
+        terms = [(float(hw.pe_rows * hw.pe_cols * lv.pe_area_mm2), "pe")]
+        for l, level in enumerate(self.template.levels[:-1]):
+            names = [f for f in ("sp_kb", "acc_kb") if level.capacity_kb is not None
+                     and f in level.capacity_kb.names]
+            if len(names) == 1:
+                terms.append((float(lv.area_mm2[l]), names[0]))
+        return sorted(terms, key=lambda t: -t[0])
+
+    def _fit_budget(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
+                    hw: HardwareConfig) -> HardwareConfig:
+        """Cut the area of one design (arrays of one point, in place) until its inferred
+        hardware is within ``area_budget_mm2``: the largest term that can shrink first -- the
+        array narrowed to the widest dim whose PEs leave room, or a buffer's tiles shrunk to
+        the KiB that leave room (`_repair` with that limit). Returns the hardware (still over
+        the budget if nothing could be cut; `score` then rejects it)."""
+        budget = self.area_budget_mm2
+        step = self.sram_step_kb
+        last = math.inf
+        for _ in range(256):
+            area = self.area_mm2(hw)
+            if area <= budget * (1 + 1e-6) or area >= last:
+                return hw          # within the budget, or no cut helped
+            last = area
+            excess = area - budget
+            for term, field in self._area_terms(hw):
+                if term <= 0:
+                    continue
+                if field == "pe":
+                    dim = max(hw.pe_rows, hw.pe_cols)
+                    if dim <= 1 or not self.pe_axes:
+                        continue
+                    per_pe = term / (hw.pe_rows * hw.pe_cols)
+                    room = max(term - excess, per_pe)
+                    new = int(min(dim - 1, max(1, math.floor(math.sqrt(room / per_pe)))))
+                    self._narrow(temporal, spatial, new, self.pe_axes)
+                else:
+                    current = float(getattr(hw, field))
+                    if current <= step * (1 + 1e-9):
+                        continue
+                    per_kb = term / current
+                    target = max(step, math.floor((current - excess / per_kb) / step) * step)
+                    target = min(target, current - step)
+                    try:
+                        self._repair(temporal, spatial, stages, hw, limits={field: target})
+                    except InfeasibleError:
+                        continue
+                break
+            else:
+                return hw          # nothing left to cut
+            hw = self._hardware(temporal[None], spatial[None], stages[None])[0]
+        return hw
 
     def _hardware(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray
                   ) -> list[HardwareConfig]:
@@ -382,12 +467,13 @@ class Rounder:
         return out
 
     def _repair(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
-                hw: HardwareConfig) -> bool:
-        """Shrink tiles (in place) of layers that overflow their bound; True if any did."""
+                hw: HardwareConfig, limits: dict[str, float] | None = None) -> bool:
+        """Shrink tiles (in place) of layers that overflow their bound (and `limits`, KiB
+        per buffer field, if given); True if any did."""
         if self.hw_mode == "fixed":
             caps = self._capacity_kb({})
         else:   # bounded by max_sp_kb/max_acc_kb, and levels of fixed size (the registers)
-            caps = self._capacity_kb(self._limit_fields(max(hw.pe_rows, hw.pe_cols)))
+            caps = self._capacity_kb(self._limit_fields(max(hw.pe_rows, hw.pe_cols), limits))
         fanout = level_arrays(self.template, hw.to_params(), np).fanout
         changed = False
         n = self.template.num_levels
@@ -406,10 +492,11 @@ class Rounder:
                 self._shrink(b, level, temporal[b], spatial[b], stages[b])
         return changed
 
-    def _narrow(self, temporal: np.ndarray, spatial: np.ndarray, dim: int) -> None:
+    def _narrow(self, temporal: np.ndarray, spatial: np.ndarray, dim: int,
+                axes: tuple[tuple[int, int], ...] | None = None) -> None:
         """Cap every array axis's spatial factor at `dim` (in place), the loop at the same
         level taking the rest: the tiles are unchanged, the array narrower."""
-        for level, d in self.axes:
+        for level, d in (self.axes if axes is None else axes):
             for b in range(temporal.shape[0]):
                 extent = int(temporal[b, level, d] * spatial[b, level, d])
                 if spatial[b, level, d] > dim:
@@ -446,11 +533,23 @@ class Rounder:
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
                                       *[d.mapping_arrays() for d in designs])
         out = _score_many(self.template, self.packed, hwps, maps, self.aware)
-        return jax.tree_util.tree_map(np.asarray, out)
+        out = jax.tree_util.tree_map(np.asarray, out)
+        if self.area_budget_mm2 is not None:
+            # a design over the area budget is infeasible: infinite latency and EDP
+            over = np.array([not self.within_budget(d.hw) for d in designs])[:, None]
+            if over.any():
+                out = out._replace(cycles=np.where(over, np.inf, out.cycles).astype(
+                    out.cycles.dtype), edp=np.where(over, np.inf, out.edp).astype(out.edp.dtype))
+        return out
 
     def check(self, design: Design) -> list[Mapping]:
         """The design's mappings, each validated on its hardware (and, if instruction-aware,
-        with padded tiles that fit); raises `InfeasibleError` naming the layer otherwise."""
+        with padded tiles that fit, and its hardware within ``area_budget_mm2``); raises
+        `InfeasibleError` naming the layer (or the area) otherwise."""
+        if not self.within_budget(design.hw):
+            raise InfeasibleError(
+                f"design area {self.area_mm2(design.hw):.4g} mm2 exceeds "
+                f"codesign.area_budget_mm2 = {self.area_budget_mm2:g} mm2")
         mappings = design.mappings()
         fanout = level_arrays(self.template, design.hw.to_params(), np).fanout
         caps = self._capacity_kb({f: getattr(design.hw, f)
@@ -500,15 +599,24 @@ class Score(NamedTuple):
 
 
 def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Design,
-                 aware: bool, sram_step_kb: float = 1.0) -> Score:
+                 aware: bool, sram_step_kb: float = 1.0,
+                 area_budget_mm2: float | None = None) -> Score:
     """The EDP every search's design is compared on, and the design it is scored as.
 
     Not aware: the plain analytic model of the design as it is. Aware: the design realized
     on DIM x DIM instructions (`Rounder.realize`: array axes filled where the dims allow,
     padding counted), either with buffers grown to hold the padded rows or with its own
     buffers and the tiles that overflow them shrunk -- whichever scores better, so no
-    search is charged for a realization choice it never made.
+    search is charged for a realization choice it never made. With `area_budget_mm2`, grown
+    buffers must stay within it: the grown option is dropped when its area exceeds the budget
+    and the design's own is within it (a design already over the budget is scored as it is).
     """
+    # A mapping may cover more than its layer (padded edge tiles, as gemmini.h's tilers run
+    # them): it is scored on the layer it covers, so the padded work is counted.
+    # (A dim covered short is left to fail validation.)
+    covers = (design.temporal * design.spatial).prod(axis=1)
+    layers = [padded_layer(layer, m) if all(c >= layer.dims[d] for c, d in zip(cover, DIMS))
+              else layer for layer, m, cover in zip(layers, design.mappings(), covers)]
     options: list[tuple[Rounder, Design]] = []
     if not aware:
         options.append((Rounder(design.hw, layers, hw_mode="fixed", aware=False,
@@ -529,6 +637,10 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
                                          order=design.order.copy(), stages=ST)))
         except InfeasibleError:
             pass
+    if area_budget_mm2 is not None and len(options) > 1:
+        inside = [(r, d) for r, d in options
+                  if config_area_mm2(d.hw) <= area_budget_mm2 * (1 + 1e-6)]
+        options = inside or options
     scores = []
     for r, d in options:
         if aware:

@@ -33,15 +33,17 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
 
 from baco.config import ExperimentConfig
 from baco.result import CodesignResult
-from baco.rounding import common_score, design_of
+from baco.rounding import design_of
+from baco.yardsticks import YARDSTICKS, Yardsticks, yardsticks
 from workloads.errors import ConfigError
 from workloads.files import write_atomic
 
@@ -74,17 +76,36 @@ def _say(message: str, enabled: bool) -> None:
         Console(stderr=True).print(message, highlight=False)
 
 
-def scored(result: CodesignResult, aware: bool, sram_step_kb: float) -> dict[str, Any]:
-    """The comparable figures of any search's result (`baco.rounding.common_score`): its EDP
-    on the experiment's scorer, its latency and energy there, and its plain-model EDP."""
-    layers = [r.layer for r in result.layers]
-    counts = [r.count for r in result.layers]
+def judge(result: CodesignResult, sram_step_kb: float) -> Yardsticks:
+    """Any search's design on the three yardsticks (`baco.yardsticks`), by the same code for
+    every method; simulated layers are cached, so a design judged twice is simulated once."""
     design = design_of(result.hardware, [r.mapping for r in result.layers])
-    score = common_score(layers, counts, design, aware, sram_step_kb)
-    plain = common_score(layers, counts, design, False, sram_step_kb)
-    return {"edp": score.edp, "latency_cycles": score.latency_cycles,
-            "energy_pj": score.energy_pj, "edp_analytic": plain.edp,
-            "hardware": score.design.hw}
+    return yardsticks([r.layer for r in result.layers], [r.count for r in result.layers],
+                      design, sram_step_kb=sram_step_kb)
+
+
+def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:
+    """``{"plain": {"edp", "latency_cycles", "energy_pj", ...}, ...}``; the hardware only where
+    a yardstick had to grow the design's buffers to score it."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in YARDSTICKS:
+        y = judged[name]
+        if y is None:
+            out[name] = None
+            continue
+        entry = {"edp": y.edp, "latency_cycles": y.latency_cycles, "energy_pj": y.energy_pj,
+                 "area_mm2": y.area_mm2}
+        if y.grown:
+            entry["hardware"] = y.hardware.to_dict()
+        out[name] = entry
+    return out
+
+
+def _ratios(theirs: Yardsticks, mine: Yardsticks) -> dict[str, float | None]:
+    """How many times lower BACO's EDP is, on each yardstick (None where one is missing)."""
+    return {name: (theirs[name].edp / mine[name].edp
+                   if theirs[name] is not None and mine[name] is not None else None)
+            for name in YARDSTICKS}
 
 
 def _marks(result: CodesignResult) -> dict[str, float | None]:
@@ -99,8 +120,16 @@ def _history(result: CodesignResult) -> list[dict[str, float]]:
     return [{"samples": h.samples, "best_edp": h.best_edp} for h in result.history]
 
 
+BASELINE_YARDSTICK = "plain model"
+"""What every registered baseline scores its own points with, hence the yardstick of the EDP
+it reports while it runs: the plain analytic model (the Timeloop-equivalent one DOSA
+optimizes)."""
+
+
 def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, options: dict,
-                  config: ExperimentConfig) -> CodesignResult:
+                  config: ExperimentConfig, progress: bool) -> CodesignResult:
+    from baco.codesign import Progress
+
     kwargs = {"budget_samples": config.codesign.budget_samples, "seed": config.codesign.seed}
     kwargs.update(options)
     params = inspect.signature(fn).parameters
@@ -110,7 +139,14 @@ def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, op
         inspect.signature(fn).bind(network, **kwargs)
     except TypeError as exc:
         raise ConfigError(f"{config.source}: baselines: {name}: {exc}") from None
-    return fn(network, **kwargs)
+    bar = Progress(kwargs["budget_samples"], enabled=progress and "progress" in params,
+                   label=name, yardstick=BASELINE_YARDSTICK)
+    if bar.bar is not None:
+        kwargs["progress"] = bar.update
+    try:
+        return fn(network, **kwargs)
+    finally:
+        bar.close()
 
 
 def output_dir(config: ExperimentConfig, out_dir: str | os.PathLike | None) -> pathlib.Path:
@@ -118,9 +154,36 @@ def output_dir(config: ExperimentConfig, out_dir: str | os.PathLike | None) -> p
     return pathlib.Path(out_dir or config.output or f"experiments/results/{config.name}")
 
 
+OUTPUTS = (CONFIG, RESULTS, HISTORY, CHECKPOINT_DIR, KERNELS_DIR)
+"""What a run writes in its folder; ``--force`` removes these and nothing else."""
+
+
+def prepare_output(out: pathlib.Path, resume: bool, force: bool) -> None:
+    """Refuse a folder that already holds something unless resuming it or told to overwrite;
+    with `force`, clear an earlier run's outputs first so none of them is left stale."""
+    if resume or not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
+    held = sorted(p.name for p in out.iterdir())
+    if not held:
+        return
+    if not force:
+        raise ConfigError(f"--out {out}: already holds {', '.join(held[:4])}"
+                          f"{', ...' if len(held) > 4 else ''}; pass --resume to continue that "
+                          "run, --force to overwrite it, or another --out")
+    for name in OUTPUTS:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None = None,
                    resume: bool = False, progress: bool = True,
-                   emit_kernels: bool = False) -> dict[str, Any]:
+                   emit_kernels: bool = False, overrides: Sequence[str] = (),
+                   force: bool = False) -> dict[str, Any]:
     """Run the experiment of `config_path`; write DIR/config.yaml, results.json, history.csv.
 
     Args:
@@ -131,6 +194,8 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
         baselines) instead of starting over.
       progress: show progress on stderr.
       emit_kernels: also write the design's kernels to ``DIR/kernels/`` (`write_kernels`).
+      overrides: ``KEY=VALUE`` changes to the config (`ExperimentConfig.load`).
+      force: overwrite a folder that holds an earlier run (else it is refused).
 
     Returns:
       The results document written to ``results.json``.
@@ -138,7 +203,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     from baco.codesign import codesign
     from baco.networks import load_network
 
-    config = ExperimentConfig.load(config_path)
+    config = ExperimentConfig.load(config_path, overrides)
     registry = baselines()
     for i, spec in enumerate(config.baselines):
         if spec.name not in registry:
@@ -148,12 +213,12 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
             raise ConfigError(f"{config.source}: baselines[{i}]: unknown baseline "
                               f"{spec.name!r}{hint} (known: {', '.join(sorted(registry))})")
     out = output_dir(config, out_dir)
+    prepare_output(out, resume, force)
     network = load_network(config.network_source(), input_shapes=config.input_shapes)
     hardware = config.hardware_config()
     ckpt_dir = out / CHECKPOINT_DIR
-    if not resume and ckpt_dir.exists():
-        for stale in ckpt_dir.iterdir():
-            stale.unlink()
+    if resume and not (ckpt_dir / "baco.npz").exists():
+        _say(f"no checkpoint in {ckpt_dir}: starting from the beginning", progress)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
 
     _say(f"[bold]baco run[/] {config.name}: {network.name}, {network.unique_layers} unique "
@@ -162,23 +227,29 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
                       checkpoint=ckpt_dir / "baco.npz", resume=resume)
     for message in result.extra.get("warnings", []):
         _say(f"[yellow]warning:[/] {message}", progress)
-    _say(f"baco: EDP {result.edp:.4g} ({result.samples} samples)", progress)
+    yardstick = "instruction-aware model" if config.codesign.instruction_aware else "plain model"
+    _say(f"baco: EDP {result.edp:.4g} on the {yardstick} ({result.samples} samples)", progress)
 
     found: dict[str, CodesignResult] = {}
     for spec in config.baselines:
         path = ckpt_dir / f"baseline-{spec.name}.json"
         if resume and path.exists():
             found[spec.name] = CodesignResult.from_json(path.read_text(), where=str(path))
-            _say(f"{spec.name}: reused from {path}", progress)
+            _say(f"{spec.name}: finished before the interruption, reused from {path}",
+                 progress)
             continue
-        _say(f"{spec.name}: running", progress)
         found[spec.name] = _run_baseline(spec.name, registry[spec.name], network,
-                                         dict(spec.options), config)
+                                         dict(spec.options), config, progress)
         write_atomic(path, found[spec.name].to_json())
-        _say(f"{spec.name}: EDP {found[spec.name].edp:.4g} "
-             f"({found[spec.name].samples} samples)", progress)
+        _say(f"{spec.name}: EDP {found[spec.name].edp:.4g} on the {BASELINE_YARDSTICK}, its "
+             f"own objective ({found[spec.name].samples} samples)", progress)
 
-    document = results_document(config, result, found)
+    judged = {}
+    for name, res in [("baco", result), *found.items()]:
+        _say(f"{name}: judging its design on the three yardsticks (simulating "
+             f"{len(res.layers)} layers)", progress)
+        judged[name] = judge(res, config.codesign.sram_step_kb)
+    document = results_document(config, result, found, judged)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
     write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
@@ -214,35 +285,54 @@ def write_kernels(result: CodesignResult, directory: pathlib.Path
 
 
 def results_document(config: ExperimentConfig, result: CodesignResult,
-                     found: dict[str, CodesignResult]) -> dict[str, Any]:
+                     found: dict[str, CodesignResult],
+                     judged: dict[str, Yardsticks] | None = None) -> dict[str, Any]:
     """The results.json content: deterministic given the config (no wall-clock times).
 
-    Every method's ``edp`` is on one scorer (``scorer``: ``instruction_aware`` when the
-    co-design is, else ``analytic``; `baco.rounding.common_score`); ``edp_analytic`` is the
-    plain model's figure of the same design, ``edp_as_reported`` the search's own, and
-    ``edp_ratio`` how many times BACO's EDP is lower on the common scorer.
+    BACO (top level) and every ``baselines[NAME]`` carry ``yardsticks`` (``plain``,
+    ``instruction_aware``, ``simulated``: each ``{"edp", "latency_cycles", "energy_pj",
+    "area_mm2"}``; `baco.yardsticks`), ``area_mm2`` of the design's hardware, and, for a
+    baseline, ``edp_ratios``: how many times BACO's EDP is lower on each yardstick. ``edp``
+    (with ``latency_cycles`` and ``energy_pj``) is kept as before: on the yardstick named by
+    ``edp_yardstick`` (``instruction_aware`` when the co-design is, else ``plain``; also given
+    as ``scorer``), so ``edp_ratio`` compares on it; ``edp_analytic`` / ``edp_ratio_analytic``
+    are the plain yardstick's, and ``edp_as_reported`` what the search itself reported.
+    `judged` holds the methods' `Yardsticks` if already computed (by name, ``"baco"`` for
+    the co-design).
     """
-    aware = config.codesign.instruction_aware
     step = config.codesign.sram_step_kb
-    mine = scored(result, aware, step)
-    doc = result.to_dict()
+    judged = dict(judged or {})
+    for name, res in [("baco", result), *found.items()]:
+        if name not in judged:
+            judged[name] = judge(res, step)
+    headline = "instruction_aware" if config.codesign.instruction_aware else "plain"
+    mine = judged["baco"]
+
+    def figures(y: Yardsticks) -> dict[str, Any]:
+        head = y[headline]
+        return {"edp": head.edp, "latency_cycles": head.latency_cycles,
+                "energy_pj": head.energy_pj, "edp_analytic": y.plain.edp,
+                "yardsticks": _yardstick_entries(y), "area_mm2": y.area_mm2}
+
+    doc = result.to_dict()          # its edp: what the co-design reported, on `headline`
+    doc.update({k: v for k, v in figures(mine).items()
+                if k not in ("edp", "latency_cycles", "energy_pj")})
     doc["history"] = _history(result)
     doc["name"] = config.name
-    doc["scorer"] = "instruction_aware" if aware else "analytic"
-    doc["edp_analytic"] = mine["edp_analytic"]
+    doc["edp_yardstick"] = headline
+    doc["scorer"] = "instruction_aware" if headline == "instruction_aware" else "analytic"
     doc["best_edp_at"] = _marks(result)
+    doc["simulated_layers"] = [x.to_dict() for x in mine.layers]
     entries = {}
     for name, other in found.items():
-        theirs = scored(other, aware, step)
+        theirs = judged[name]
+        ratios = _ratios(theirs, mine)
         entries[name] = {
-            "method": other.method, "edp": theirs["edp"],
-            "edp_analytic": theirs["edp_analytic"], "edp_as_reported": other.edp,
-            "edp_ratio": theirs["edp"] / mine["edp"],
-            "edp_ratio_analytic": theirs["edp_analytic"] / mine["edp_analytic"],
-            "latency_cycles": theirs["latency_cycles"], "energy_pj": theirs["energy_pj"],
-            "samples": other.samples, "best_edp_at": _marks(other),
+            "method": other.method, **figures(theirs), "edp_as_reported": other.edp,
+            "edp_ratio": ratios[headline], "edp_ratio_analytic": ratios["plain"],
+            "edp_ratios": ratios, "samples": other.samples, "best_edp_at": _marks(other),
             "hardware": other.hardware.to_dict(),
-            "hardware_as_scored": theirs["hardware"].to_dict(),
+            "hardware_as_scored": theirs[headline].hardware.to_dict(),
             "history": _history(other), "seed": other.seed,
             "extra": json.loads(json.dumps(other.extra, default=str)),
         }
@@ -260,25 +350,55 @@ def history_csv(result: CodesignResult, found: dict[str, CodesignResult]) -> str
     return buffer.getvalue()
 
 
-def main_run(config: str, out: str | None, resume: bool, quiet: bool,
-             emit_kernels: bool = False) -> int:
-    """The `baco run` command: run, then print a one-screen summary on stdout."""
-    document = run_experiment(config, out, resume=resume, progress=not quiet,
-                              emit_kernels=emit_kernels)
-    out_dir = output_dir(ExperimentConfig.load(config), out)
-    print(f"{document['name']}: EDP {document['edp']:.4g} cycles*pJ "
-          f"({document['scorer']}), latency {document['latency_cycles']:.4g} cycles, "
-          f"energy {document['energy_pj']:.4g} pJ, {document['samples']} samples")
-    hw = document["hardware"]
-    print(f"  hardware: {hw['pe_rows']}x{hw['pe_cols']} PEs, scratchpad {hw['sp_kb']:g} KB, "
-          f"accumulator {hw['acc_kb']:g} KB")
-    def versus(ratio: float) -> str:
+SUMMARY_YARDSTICKS = (("simulated", "simulated"), ("instruction_aware", "instr.-aware"),
+                      ("plain", "plain"))
+"""The yardsticks of the summary, the judge (the simulator) first, with their column titles."""
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    """The one-screen summary of a results document: every method's EDP on each yardstick and
+    its area, then BACO's ratio to each baseline on each yardstick."""
+    def cell(entry: dict[str, Any] | None) -> str:
+        return "-" if entry is None else f"{entry['edp']:.4g}"
+
+    def hardware(hw: dict[str, Any]) -> str:
+        return (f"{hw['pe_rows']}x{hw['pe_cols']} PEs, scratchpad {hw['sp_kb']:g} KB, "
+                f"accumulator {hw['acc_kb']:g} KB")
+
+    def versus(ratio: float | None) -> str:
+        if ratio is None:
+            return "-"
         return f"{ratio:.2f}x better" if ratio >= 1 else f"{1 / ratio:.2f}x worse"
 
+    rows = [("baco", document), *document["baselines"].items()]
+    width = max(len(name) for name, _ in rows) + 2
+    lines = [f"{document['name']}: EDP in cycles*pJ on each yardstick (simulated: the emitted "
+             "programs on the simulator)",
+             "  " + "method".ljust(width) + "".join(f"{title:>14s}" for _, title in
+                                                   SUMMARY_YARDSTICKS)
+             + "   area mm2   samples  hardware"]
+    for name, entry in rows:
+        marks = entry["yardsticks"]
+        lines.append("  " + name.ljust(width)
+                     + "".join(f"{cell(marks[key]):>14s}" for key, _ in SUMMARY_YARDSTICKS)
+                     + f"   {entry['area_mm2']:8.3g}  {entry['samples']:8d}  "
+                     f"{hardware(entry['hardware'])}")
     for name, entry in document["baselines"].items():
-        print(f"  vs {name}: EDP {entry['edp']:.4g} -> {versus(entry['edp_ratio'])} "
-              f"({versus(entry['edp_ratio_analytic'])} on the plain model), "
-              f"{entry['samples']} samples")
+        ratios = entry["edp_ratios"]
+        lines.append(f"  baco vs {name}: " + ", ".join(
+            f"{versus(ratios[key])} {title}" for key, title in SUMMARY_YARDSTICKS))
+    return lines
+
+
+def main_run(config: str, out: str | None, resume: bool, quiet: bool,
+             emit_kernels: bool = False, overrides: Sequence[str] = (),
+             force: bool = False) -> int:
+    """The `baco run` command: run, then print a one-screen summary on stdout."""
+    document = run_experiment(config, out, resume=resume, progress=not quiet,
+                              emit_kernels=emit_kernels, overrides=overrides, force=force)
+    out_dir = output_dir(ExperimentConfig.load(config, overrides), out)
+    for line in summary_lines(document):
+        print(line)
     print(f"  wrote {out_dir / CONFIG}, {out_dir / RESULTS}, {out_dir / HISTORY}")
     sys.stdout.flush()
     return 0

@@ -8,11 +8,12 @@ plus a per-PE figure times the PEs; it is an estimate for comparing designs, not
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from accel.arch import HwParams, LevelArrays, Template
+from accel.arch import HardwareConfig, HwParams, LevelArrays, Template, level_arrays
 from perfmodels.accesses import Accesses
 
 
@@ -35,3 +36,87 @@ def energy(template: Template, acc: Accesses, lv: LevelArrays) -> Energy:
 def area_mm2(hwp: HwParams, lv: LevelArrays) -> Any:
     """Buffers (per-KiB figure x capacity x instances) plus PEs (per-PE figure)."""
     return lv.area_mm2.sum() + hwp.pe_rows * hwp.pe_cols * lv.pe_area_mm2
+
+
+def hardware_area_mm2(template: Template, hwp: HwParams, xp: Any = jnp) -> Any:
+    """`area_mm2` of hardware `hwp` on `template` (relaxed or discrete; jit- and grad-safe
+    with ``xp=jnp``, plain numpy with ``xp=np``): the one area formula every search uses."""
+    return area_mm2(hwp, level_arrays(template, hwp, xp))
+
+
+def config_area_mm2(hw: HardwareConfig) -> float:
+    """The template's area model for one `HardwareConfig`, as a float (numpy, no tracing)."""
+    import numpy as np
+    return float(hardware_area_mm2(hw.template_spec, hw.to_params(), np))
+
+
+def areas_mm2(hw: HardwareConfig, pe_rows: Any, pe_cols: Any, sp_kb: Any, acc_kb: Any) -> Any:
+    """Areas of many variants of `hw` (the four sizes as equal-length arrays; other fields
+    kept), vectorized: ``[n]`` numpy float64. Used to screen hardware grids and draws."""
+    import numpy as np
+    base = hw.to_params()
+    template = hw.template_spec
+    arrays = [np.asarray(x, np.float32).reshape(-1) for x in (pe_rows, pe_cols, sp_kb, acc_kb)]
+    if arrays[0].size == 0:
+        return np.zeros(0)
+    out = _areas_jit(template, base, *arrays)
+    return np.asarray(out, np.float64)
+
+
+def _areas(template: Template, base: HwParams, rows: Any, cols: Any, sp: Any, acc: Any) -> Any:
+    import jax
+    return jax.vmap(lambda r, c, s, a: hardware_area_mm2(
+        template, base._replace(pe_rows=r, pe_cols=c, sp_kb=s, acc_kb=a)))(rows, cols, sp, acc)
+
+
+def _jit_areas() -> Any:
+    import jax
+    return jax.jit(_areas, static_argnums=(0,))
+
+
+_areas_jit = _jit_areas()
+
+
+def smallest_area_mm2(hw: HardwareConfig, sram_step_kb: float = 1.0) -> float:
+    """The smallest area a search of `hw`'s template may reach: a 1 x 1 PE array and every
+    sized buffer at one SRAM step (``sram_step_kb``, the least rounding gives a buffer)."""
+    small = dataclasses.replace(hw, pe_rows=1, pe_cols=1, sp_kb=float(sram_step_kb),
+                                acc_kb=float(sram_step_kb))
+    return config_area_mm2(small)
+
+
+def area_excess(template: Template, hwp: HwParams, area_budget_mm2: Any) -> Any:
+    """The area penalty of relaxed hardware: ``relu(log(area / budget))`` -- 0 within the
+    budget, about ``area / budget - 1`` just above it, its gradient pushing every term of the
+    area (PEs, buffers) down. A budget of ``inf`` (no budget) gives 0 everywhere."""
+    area = hardware_area_mm2(template, hwp)
+    return jnp.maximum(jnp.log(jnp.maximum(area, 1e-30)) - jnp.log(area_budget_mm2), 0.0)
+
+
+def check_area_budget(area_budget_mm2: float | None, hw: HardwareConfig,
+                      sram_step_kb: float = 1.0, field: str = "codesign.area_budget_mm2",
+                      fixed: bool = False) -> None:
+    """A `ConfigError` (one line, naming `field` and the smallest feasible area) if the
+    budget is not a positive number at least the template's smallest design
+    (`smallest_area_mm2`), or, with `fixed` hardware, below that hardware's own area."""
+    import math
+
+    from workloads.errors import ConfigError
+    if area_budget_mm2 is None:
+        return
+    smallest = smallest_area_mm2(hw, sram_step_kb)
+    value = area_budget_mm2
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise ConfigError(f"{field} must be a positive number of mm2 (the smallest feasible "
+                          f"area on template {hw.template!r} is {smallest:.4g} mm2), got {value!r}")
+    if value < smallest * (1 - 1e-6):
+        raise ConfigError(f"{field} = {value:g} mm2 is below the smallest feasible area "
+                          f"{smallest:.4g} mm2 (template {hw.template!r}: a 1x1 PE array and "
+                          f"{sram_step_kb:g} KiB buffers); raise it")
+    if fixed:
+        own = config_area_mm2(hw)
+        if value < own * (1 - 1e-6):
+            raise ConfigError(f"{field} = {value:g} mm2 is below the area of the fixed hardware "
+                              f"{hw.name or hw.template!r} ({own:.4g} mm2; the smallest feasible "
+                              f"area with hw_mode fixed); raise it or use hw_mode min_hw/free")

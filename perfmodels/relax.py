@@ -49,6 +49,7 @@ import numpy as np
 from accel.arch import MAX_STAGES, HardwareConfig, HwParams, Template, hw_env, tensor_bits
 from accel.mapping import Mapping, tile_words
 from perfmodels.analytic import Metrics, evaluate as evaluate_arrays, fast_jit, pack_layer
+from perfmodels.energy import area_excess
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
 from workloads.errors import ConfigError
 from workloads.layer import DIMS, Layer
@@ -313,17 +314,23 @@ def network_totals(out: RelaxedEval, space: RelaxSpace) -> tuple[Any, Any]:
             (out.metrics.energy_pj * space.counts).sum())
 
 
-def edp_loss(theta: RelaxedPoint, space: RelaxSpace, penalty: float = 10.0) -> Any:
+def edp_loss(theta: RelaxedPoint, space: RelaxSpace, penalty: float = 10.0,
+             area_budget_mm2: float | None = None) -> Any:
     """``log(total cycles) + log(total pJ)`` (DOSA's EDP objective, in logs) plus
     ``penalty * (overflow + fan-out excess)`` summed over layers (0 in ``"min_hw"`` mode
-    except for levels of fixed size)."""
+    except for levels of fixed size), plus, with an area budget, ``penalty *
+    relu(log(area / budget))`` of the hardware the layers run on (`area_excess`; in
+    ``"min_hw"`` mode the inferred hardware, so the tiles that size it shrink)."""
     out = evaluate(theta, space)
     cycles, energy_pj = network_totals(out, space)
     infeasible = (out.metrics.overflow + out.metrics.fanout_excess).sum()
+    if area_budget_mm2 is not None:
+        infeasible = infeasible + area_excess(space.template, out.hw, area_budget_mm2)
     return jnp.log(cycles) + jnp.log(energy_pj) + penalty * infeasible
 
 
-edp_loss_and_grad = fast_jit(jax.value_and_grad(edp_loss), static_argnames=("penalty",))
+edp_loss_and_grad = fast_jit(jax.value_and_grad(edp_loss),
+                             static_argnames=("penalty", "area_budget_mm2"))
 """Jitted ``(loss, d loss / d theta)`` of `edp_loss`, compiled with the model's XLA options."""
 
 evaluate_jit = fast_jit(evaluate)

@@ -1,6 +1,6 @@
 """Check the exact model against Timeloop (or RTL) measurements in DOSA's CSV format.
 
-Each row of ``../shared/data/timeloop_gemmini_10k.csv`` (and ``gemmini_rtl_train.csv``, which
+Each row of ``data/timeloop_gemmini_10k.csv`` (and ``gemmini_rtl_train.csv``, which
 has the same columns plus ``target.gemmini_cycle``) is one layer (``prob.*``), one Gemmini
 hardware point (``arch.*``) and one mapping (``mapping.mapping``, Timeloop's compact form),
 with the measured cycles and energy (µJ). `read_rows` turns rows into `TimeloopRow` records;

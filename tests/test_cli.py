@@ -97,10 +97,9 @@ def test_quick_start_matches_ci():
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
 
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "data"
 
 
-@pytest.mark.skipif(not (DATA / "timeloop_gemmini_10k.csv").exists(), reason="shared data absent")
 def test_validate_timeloop_json(tmp_path, capsys):
     rows = (DATA / "timeloop_gemmini_10k.csv").read_text().splitlines()[:201]
     path = tmp_path / "rows.csv"
@@ -113,7 +112,6 @@ def test_validate_timeloop_json(tmp_path, capsys):
     assert report["cycles_mean_abs_rel_err"] <= 0.01 and report["energy_mean_abs_rel_err"] <= 0.01
 
 
-@pytest.mark.skipif(not (DATA / "gemmini_rtl_train.csv").exists(), reason="shared data absent")
 def test_validate_rtl_sim_json(capsys):
     code, out, _ = run(capsys, "validate", "rtl", str(DATA / "gemmini_rtl_train.csv"),
                        "--predictor", "sim", "--limit", "12", "--json")
@@ -126,3 +124,37 @@ def test_validate_rtl_sim_json(capsys):
 def test_validate_missing_file_is_one_line(capsys):
     code, _, err = run(capsys, "validate", "timeloop", "no/such/file.csv")
     assert code == 2 and "no/such/file.csv" in err and len(err.strip().splitlines()) == 1
+
+
+def _options(parser, path=("baco",)):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*path, name))
+        elif action.option_strings and action.dest != "help":
+            yield " ".join(path), parser, action
+
+
+def test_every_option_has_help_with_its_default():
+    from baco.cli import build_parser
+
+    seen = 0
+    for command, parser, action in _options(build_parser()):
+        seen += 1
+        text = parser._get_formatter()._get_help_string(action)
+        assert text.strip(), f"{command} {action.option_strings[0]} has no help"
+        if action.nargs != 0 and not action.required:      # flags and required ones aside
+            assert "default" in text, f"{command} {action.option_strings[0]}: no default"
+            if action.default not in (None, []):
+                assert "%(default)s" in text or str(action.default) in text
+    assert seen > 40
+
+
+def test_run_help_lists_the_new_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    for option in ("--budget", "--seed", "--set", "--force", "--resume"):
+        assert option in out

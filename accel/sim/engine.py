@@ -45,7 +45,8 @@ class SimResult:
     decoded instruction (``origin`` maps them to the caller's trace indices, CISC loops expand
     to several); ``macs`` / ``array_macs``: the computes' useful MACs and what the array spent
     (`DecodedTrace`); ``dram``: the final DRAM bytes (None when only timing was simulated);
-    ``image``: the `DramImage` the run started from, if any, so `read` can name tensors.
+    ``image``: the `DramImage` the run started from, if any, so `read` can name tensors;
+    ``decoded``: the `DecodedTrace` that ran (its columns say what each instruction moved).
     """
 
     cycles: int
@@ -57,6 +58,7 @@ class SimResult:
     array_macs: int
     dram: np.ndarray | None = None
     image: DramImage | None = None
+    decoded: DecodedTrace | None = dataclasses.field(default=None, repr=False)
 
     @property
     def instructions(self) -> int:
@@ -203,7 +205,7 @@ def _result(prep: _Prepared, state: dict[str, np.ndarray], start: np.ndarray, en
         start_cycles=start, end_cycles=end, origin=decoded.origin,
         macs=decoded.macs, array_macs=decoded.array_macs,
         dram=(state["dram"][:prep.dram.shape[0]].copy() if with_data else None),
-        image=prep.image)
+        image=prep.image, decoded=decoded)
 
 
 def run(trace: Any, hw: Any, dram: Any = None, *, initialized: Any = None, dram_base: int = 0,

@@ -1,6 +1,6 @@
 """Check the simulator's cycles against Gemmini RTL measurements (DOSA's FireSim data).
 
-Each row of ``gemmini_rtl_train.csv`` (format: ``../shared/data/README.md``) is a layer
+Each row of ``gemmini_rtl_train.csv`` (format: ``data/README.md``) is a layer
 (``prob.*``), a Timeloop mapping (``mapping.mapping``) and the cycles Gemmini took to run it
 (``target.gemmini_cycle``). `validate_rtl_sim` lowers every row with `accel.lower.lower`, runs
 the timing model only (no data), and compares.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pathlib
+import signal
 import sys
 import time
 import traceback
@@ -47,6 +48,12 @@ def setup_process() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     except Exception as exc:  # noqa: BLE001 - a cache is an optimization, never a failure
         print(f"baco: JAX compilation cache off ({exc})", file=sys.stderr)
+
+
+def _setup_worker() -> None:
+    """A pool worker: `setup_process`, and Ctrl-C left to the parent, which stops the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    setup_process()
 
 
 def execute(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
@@ -144,7 +151,7 @@ def _run_pool(kind: str, todo: Sequence[Case], workers: int, done: Callable, fai
               ) -> None:
     context = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     pool = futures.ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context,
-                                       initializer=setup_process)
+                                       initializer=_setup_worker)
     try:
         pending = {pool.submit(execute, kind, case.params): case for case in todo}
         for future in futures.as_completed(pending):
@@ -156,7 +163,10 @@ def _run_pool(kind: str, todo: Sequence[Case], workers: int, done: Callable, fai
                 continue
             done(case, result, seconds)
     except BaseException:
+        workers_running = list(getattr(pool, "_processes", {}).values())  # no public handle
         pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers_running:
+            process.terminate()
         raise
     pool.shutdown(wait=True)
 

@@ -105,8 +105,13 @@ def resolve_path(path: str) -> pathlib.Path:
     return p if p.is_absolute() else PROJECT_ROOT / p
 
 
-def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = False) -> Any:
+def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = False,
+               area_budget_mm2: float | None = None) -> Any:
     """Run `method` on `network` (a `workloads.Network`); the search's `CodesignResult`.
+
+    `area_budget_mm2` holds the search to that area: ``codesign.area_budget_mm2`` for
+    ``baco``, the ``area_budget_mm2`` keyword of a baseline (the fixed-hardware ones record
+    whether their hardware is within it).
 
     Raises:
       InfeasibleError: the search cannot handle this network (no valid mapping, or a layer
@@ -117,12 +122,19 @@ def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = Fal
     if method.search == "baco":
         from baco.codesign import codesign
         config = codesign_config(method, seed)
+        if area_budget_mm2 is not None:
+            config = config.replace(area_budget_mm2=float(area_budget_mm2))
         call = lambda: codesign(network, config=config,
                                 hardware=HardwareConfig.preset(method.hardware),
                                 progress=progress)
     else:
         fn, kwargs = _baseline_call(method)
         kwargs["seed"] = seed
+        if area_budget_mm2 is not None:
+            if "area_budget_mm2" not in inspect.signature(fn).parameters:
+                raise ConfigError(f"method {method.label!r}: search {method.search!r} takes no "
+                                  "area budget")
+            kwargs["area_budget_mm2"] = float(area_budget_mm2)
         call = lambda: fn(network, **kwargs)
     try:
         return call()
@@ -132,17 +144,24 @@ def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = Fal
         raise InfeasibleError(f"{method.label} cannot run {network.name}: {exc}") from None
 
 
-def score(result: Any, network: Any, sram_step_kb: float = 1.0) -> dict[str, Any]:
-    """The comparable figures of a result (see the module doc), JSON-able."""
+def score(result: Any, network: Any, sram_step_kb: float = 1.0,
+          area_budget_mm2: float | None = None) -> dict[str, Any]:
+    """The comparable figures of a result (see the module doc), JSON-able, with the area of
+    the design's hardware (``area_mm2``) and of the hardware the main yardstick scored
+    (``area_mm2_scored``: instruction-aware scoring may grow buffers, within
+    `area_budget_mm2` if given)."""
     from baco.rounding import common_score, design_of
+    from perfmodels.energy import config_area_mm2
 
     layers, counts = list(network.layers), [float(c) for c in network.counts]
     design = design_of(result.hardware, [r.mapping for r in result.layers])
     plain = common_score(layers, counts, design, False, sram_step_kb)
     aware = result.hardware.template in AWARE_TEMPLATES
-    main = common_score(layers, counts, design, True, sram_step_kb) if aware else plain
+    main = (common_score(layers, counts, design, True, sram_step_kb, area_budget_mm2)
+            if aware else plain)
     hw = main.design.hw
     return {
+        "area_mm2": config_area_mm2(result.hardware), "area_mm2_scored": config_area_mm2(hw),
         "scorer": "instruction_aware" if aware else "analytic",
         "cycles": main.latency_cycles, "energy_pj": main.energy_pj, "edp": main.edp,
         "cycles_plain": plain.latency_cycles, "energy_pj_plain": plain.energy_pj,
@@ -153,12 +172,13 @@ def score(result: Any, network: Any, sram_step_kb: float = 1.0) -> dict[str, Any
 
 
 def method_case(method: MethodSpec, network: Any, seed: int, *, history: bool = False,
-                layers: bool = False) -> dict[str, Any]:
-    """Run and score one method on one network: the JSON a case stores."""
+                layers: bool = False, area_budget_mm2: float | None = None) -> dict[str, Any]:
+    """Run and score one method on one network (within `area_budget_mm2` if given): the JSON
+    a case stores."""
     start = time.perf_counter()
-    result = run_method(method, network, seed)
+    result = run_method(method, network, seed, area_budget_mm2=area_budget_mm2)
     search_seconds = time.perf_counter() - start
-    out = score(result, network)
+    out = score(result, network, area_budget_mm2=area_budget_mm2)
     out.update({"method": method.label, "search": method.search, "seed": seed,
                 "samples": result.samples, "edp_as_reported": result.edp,
                 "search_seconds": round(search_seconds, 3)})

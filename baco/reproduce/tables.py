@@ -43,6 +43,29 @@ def ratio(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}×"
 
 
+def pareto_front(areas: Sequence[float], edps: Sequence[float]) -> list[bool]:
+    """Which points are on the EDP-area Pareto front (both minimized): no other point has an
+    area and an EDP at most its own with one of them strictly smaller. Non-finite points are
+    never on it; of identical points, the first is.
+
+    >>> pareto_front([1.0, 2.0, 3.0, 2.0, 1.5], [9.0, 4.0, 5.0, 4.0, 9.5])
+    [True, True, False, False, False]
+    """
+    pts = [(float(a), float(e)) for a, e in zip(areas, edps)]
+    out = []
+    for i, (a, e) in enumerate(pts):
+        ok = math.isfinite(a) and math.isfinite(e)
+        for j, (a2, e2) in enumerate(pts):
+            if not ok:
+                break
+            if j == i or not (math.isfinite(a2) and math.isfinite(e2)):
+                continue
+            if a2 <= a and e2 <= e and (a2 < a or e2 < e or j < i):
+                ok = False
+        out.append(ok)
+    return out
+
+
 def markdown(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(c if isinstance(c, str) else fmt(c) for c in row) + " |"
@@ -60,4 +83,4 @@ def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buffer.getvalue()
 
 
-__all__ = ["csv_text", "fmt", "geomean", "markdown", "ratio"]
+__all__ = ["csv_text", "fmt", "geomean", "markdown", "pareto_front", "ratio"]

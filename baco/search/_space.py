@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -381,8 +381,11 @@ class Tracker:
     it costs no further model evaluation.
     """
 
-    def __init__(self, network: Network) -> None:
+    def __init__(self, network: Network,
+                 progress: Callable[[int, float], Any] | None = None) -> None:
         self.network = network
+        self.progress = progress
+        """Called with ``(samples, best_edp)`` after every block (a progress bar)."""
         self.counts = np.array([c for _, c in network], np.float64)
         self.start = time.perf_counter()
         self.samples = 0
@@ -417,6 +420,8 @@ class Tracker:
                                   for l, b in enumerate(batches)]
         self.samples += net.size
         self.block_best.append(float(net[j_best]))
+        if self.progress is not None:
+            self.progress(self.samples, self.best_edp)
         return float(net[j_best])
 
 
@@ -460,6 +465,47 @@ def check_network(network: Network | str, method: str) -> Network:
     return network
 
 
+class AreaBudgetWarning(UserWarning):
+    """A fixed-hardware baseline's hardware is over the run's area budget (it still runs,
+    and its result records it: ``extra["within_area_budget"]`` is False)."""
+
+
+def budget_check(area_budget_mm2: float | None, method: str,
+                 hw: HardwareConfig | None = None) -> float | None:
+    """`area_budget_mm2` checked as `baco.config` checks ``codesign.area_budget_mm2``
+    (positive, at least the template's smallest design; a one-line `ConfigError` naming the
+    field and that area), as a float; None passes."""
+    if area_budget_mm2 is None:
+        return None
+    from perfmodels.energy import check_area_budget
+    try:
+        check_area_budget(area_budget_mm2, hw or HardwareConfig())
+    except ConfigError as exc:
+        raise ConfigError(f"{method}: {exc}") from None
+    return float(area_budget_mm2)
+
+
+def fixed_hardware_budget(hw: HardwareConfig, area_budget_mm2: float | None, method: str
+                          ) -> dict[str, Any]:
+    """What a fixed-hardware baseline records about the area budget: its hardware's area
+    (the template's model), the budget and whether it is within it. Its hardware is not
+    searched, so a budget below it is not an error: the baseline still runs, as the
+    reference it is, with an `AreaBudgetWarning` and ``within_area_budget: False``."""
+    import warnings
+
+    from perfmodels.energy import config_area_mm2
+    if area_budget_mm2 is None:
+        return {}
+    budget = budget_check(area_budget_mm2, method, hw)
+    area = config_area_mm2(hw)
+    within = area <= budget * (1 + 1e-6)
+    if not within:
+        warnings.warn(f"{method}: the fixed hardware {hw.name or hw.template!r} has area "
+                      f"{area:.4g} mm2, over area_budget_mm2 = {budget:g} mm2; its result is "
+                      "reported as over the budget", AreaBudgetWarning, stacklevel=3)
+    return {"area_budget_mm2": budget, "area_mm2": area, "within_area_budget": within}
+
+
 def resolve_hardware(hardware: HardwareConfig | str, method: str) -> HardwareConfig:
     """A `HardwareConfig`, or a preset name (``eyeriss``...)."""
     if isinstance(hardware, HardwareConfig):
@@ -470,7 +516,8 @@ def resolve_hardware(hardware: HardwareConfig | str, method: str) -> HardwareCon
                       f"({', '.join(HardwareConfig.preset_names())}), got {hardware!r}")
 
 
-__all__ = ["MappingBatch", "MappingSampler", "Tracker", "canonical_orders", "check_budget",
+__all__ = ["AreaBudgetWarning", "MappingBatch", "MappingSampler", "Tracker", "budget_check",
+           "canonical_orders", "check_budget", "fixed_hardware_budget",
            "check_network", "cumulative_argmin", "interpolate_seconds", "make_result",
            "resolve_hardware", "score", "score_layers"]
 

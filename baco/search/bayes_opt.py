@@ -31,6 +31,9 @@ counts; candidates that are ranked but not scored cost no sample.
   dominate).
 * bo.py ranks the grid twice (``np.argsort(preds)`` of indices already sorted), which selects
   unrelated configurations; we take the LCB-best ones, excluding configurations already scored.
+* Area budget (``area_budget_mm2``; DOSA has none): the hardware grid is cut to the
+  configurations within it (area by the template's model, `perfmodels.energy.areas_mm2`):
+  the random training configurations are drawn from those, and the GP ranks only those.
 * Mapping features: log2 temporal and spatial factors per level, each loop's rank in its level
   (innermost 0; loops of factor 1 get rank 7, DOSA's "don't care"), and stages.
 """
@@ -39,7 +42,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -56,11 +60,13 @@ from baco.search._space import (
     MappingSampler,
     Tracker,
     check_budget,
+    budget_check,
     check_network,
     interpolate_seconds,
     make_result,
     score_layers,
 )
+from perfmodels.energy import areas_mm2
 from workloads.network import Network
 
 PE_CHOICES = tuple(range(2, 129, 2))
@@ -213,9 +219,10 @@ class _SoftwareBO:
 
 
 def _grid_lcb_top(ranker: LcbRanker, pe: Sequence[int], kb: Sequence[int], k: int,
-                  exclude: set[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """The `k` grid configurations of lowest LCB, not in `exclude`, scanning the grid in
-    vectorized chunks."""
+                  exclude: set[tuple[int, int, int]], allowed: np.ndarray | None = None
+                  ) -> list[tuple[int, int, int]]:
+    """The `k` grid configurations of lowest LCB, not in `exclude` (and, if given, where the
+    flat grid mask `allowed` is True), scanning the grid in vectorized chunks."""
     pe_a, sp_a, acc_a = (np.asarray(x, np.int64) for x in (pe, kb, kb))
     total = pe_a.size * sp_a.size * acc_a.size
     keep = k + len(exclude)
@@ -227,6 +234,8 @@ def _grid_lcb_top(ranker: LcbRanker, pe: Sequence[int], kb: Sequence[int], k: in
         i_sp, i_acc = np.divmod(rest, acc_a.size)
         configs = np.stack([pe_a[i_pe], sp_a[i_sp], acc_a[i_acc]], axis=1)
         lcb = ranker.lcb(hardware_features(configs))
+        if allowed is not None:
+            lcb = np.where(allowed[idx], lcb, np.inf)
         best_lcb = np.concatenate([best_lcb, lcb])
         best_idx = np.concatenate([best_idx, idx])
         if best_lcb.size > keep:
@@ -238,7 +247,7 @@ def _grid_lcb_top(ranker: LcbRanker, pe: Sequence[int], kb: Sequence[int], k: in
         i_pe, rest = divmod(int(i), sp_a.size * acc_a.size)
         i_sp, i_acc = divmod(rest, acc_a.size)
         config = (int(pe_a[i_pe]), int(sp_a[i_sp]), int(acc_a[i_acc]))
-        if config not in exclude:
+        if config not in exclude and (allowed is None or allowed[int(i)]):
             out.append(config)
     return out[:k]
 
@@ -252,7 +261,9 @@ def _gemmini(config: tuple[int, int, int], name: str) -> HardwareConfig:
 def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: float = 1.0,
               candidates_per_train: int = 10, per_hw_samples: int | None = None,
               pe_choices: Sequence[int] = PE_CHOICES, kb_choices: Sequence[int] = KB_CHOICES,
-              stages: int | None = None, max_draws_per_layer: int = 200_000) -> CodesignResult:
+              stages: int | None = None, max_draws_per_layer: int = 200_000,
+              progress: Callable[[int, float], Any] | None = None,
+              area_budget_mm2: float | None = None) -> CodesignResult:
     """Nested GP-LCB search over Gemmini hardware and per-layer mappings (DOSA's bo.py).
 
     Args:
@@ -267,6 +278,9 @@ def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: 
         ``range(8, 1025, 8)`` KiB for both buffers).
       stages: fix every level's stages; None draws 1 or 2, as the other random baselines.
       max_draws_per_layer: rejection-sampling limit before a configuration is given up.
+      progress: called with ``(samples, best_edp)`` as the search goes (a progress bar).
+      area_budget_mm2: only grid configurations within this area (mm2) are drawn or ranked;
+        None: no budget.
 
     Returns:
       A `CodesignResult` with ``method="bo"`` and ``samples == budget_samples``.
@@ -279,17 +293,39 @@ def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: 
     if not pe_choices or not kb_choices or min(pe_choices) < 1 or min(kb_choices) <= 0:
         raise ConfigError("bo: pe_choices and kb_choices must be non-empty and positive")
     plan = plan_budget(budget, per_hw_samples)
+    allowed = _within_budget(pe_choices, kb_choices, budget_check(area_budget_mm2, "bo"))
     # One BLAS thread: the GP fits are small, and OpenBLAS's spinning threads slow them ~5x.
     with threadpool_limits(limits=1):
         return _search(network, budget, seed, plan, kappa, candidates_per_train, pe_choices,
-                       kb_choices, stages, max_draws_per_layer)
+                       kb_choices, stages, max_draws_per_layer, progress, allowed,
+                       area_budget_mm2)
+
+
+def _within_budget(pe: Sequence[int], kb: Sequence[int], area_budget_mm2: float | None
+                   ) -> np.ndarray | None:
+    """The flat grid mask (as `_grid_lcb_top` indexes the grid) of configurations within
+    the area budget; None without one. Raises `InfeasibleError` if none is."""
+    if area_budget_mm2 is None:
+        return None
+    pe_g, sp_g, acc_g = np.meshgrid(np.asarray(pe, np.float64), np.asarray(kb, np.float64),
+                                    np.asarray(kb, np.float64), indexing="ij")
+    area = areas_mm2(HardwareConfig(template="gemmini"), pe_g, pe_g, sp_g, acc_g)
+    allowed = area <= area_budget_mm2
+    if not allowed.any():
+        raise InfeasibleError(f"bo: no configuration of the hardware grid is within "
+                              f"area_budget_mm2 = {area_budget_mm2:g} mm2 (the smallest has "
+                              f"{area.min():.4g} mm2); raise the budget or pass smaller "
+                              "pe_choices/kb_choices")
+    return allowed
 
 
 def _search(network: Network, budget: int, seed: int, plan: dict[str, int], kappa: float,
             candidates_per_train: int, pe_choices: tuple[int, ...], kb_choices: tuple[int, ...],
-            stages: int | None, max_draws_per_layer: int) -> CodesignResult:
+            stages: int | None, max_draws_per_layer: int,
+            progress: Callable[[int, float], Any] | None, allowed: np.ndarray | None = None,
+            area_budget_mm2: float | None = None) -> CodesignResult:
     rng = np.random.default_rng(seed)
-    tracker = Tracker(network)
+    tracker = Tracker(network, progress)
     sw = _SoftwareBO(network, tracker, rng, plan, kappa, candidates_per_train, stages,
                      max_draws_per_layer, seed)
     n_hw = plan["hw_train"] + plan["hw_trial"]
@@ -300,12 +336,21 @@ def _search(network: Network, budget: int, seed: int, plan: dict[str, int], kapp
         return plan["sw_trial"] + (plan["extra_trials"] if i == n_hw - 1 else 0)
 
     grid_size = len(pe_choices) * len(kb_choices) ** 2
+    inside = None if allowed is None else np.flatnonzero(allowed)
+    if inside is not None:
+        grid_size = inside.size
     while len(evaluated) < plan["hw_train"]:
         if len(evaluated) + skipped >= grid_size:
-            raise InfeasibleError(f"bo: the hardware grid ({grid_size} configurations) is too "
-                                  f"small for {plan['hw_train']} random training points")
-        config = (int(rng.choice(pe_choices)), int(rng.choice(kb_choices)),
-                  int(rng.choice(kb_choices)))
+            raise InfeasibleError(f"bo: the hardware grid ({grid_size} configurations"
+                                  f"{'' if inside is None else ' within the area budget'}) is "
+                                  f"too small for {plan['hw_train']} random training points")
+        if inside is None:
+            config = (int(rng.choice(pe_choices)), int(rng.choice(kb_choices)),
+                      int(rng.choice(kb_choices)))
+        else:   # a uniform draw among the configurations within the area budget
+            i_pe, rest = divmod(int(rng.choice(inside)), len(kb_choices) ** 2)
+            i_sp, i_acc = divmod(rest, len(kb_choices))
+            config = (pe_choices[i_pe], kb_choices[i_sp], kb_choices[i_acc])
         if config in evaluated:
             continue
         try:
@@ -323,7 +368,7 @@ def _search(network: Network, budget: int, seed: int, plan: dict[str, int], kapp
             ranker = LcbRanker(kappa, seed).fit(hardware_features(configs),
                                                 np.log(np.array(list(evaluated.values()))))
             ranked = _grid_lcb_top(ranker, pe_choices, kb_choices,
-                                   4 * (n_hw - len(evaluated)), set(evaluated))
+                                   4 * (n_hw - len(evaluated)), set(evaluated), allowed)
             if not ranked:
                 break  # the grid is exhausted
         config = ranked.pop(0)
@@ -340,7 +385,9 @@ def _search(network: Network, budget: int, seed: int, plan: dict[str, int], kapp
                               "candidates_per_train": candidates_per_train,
                               "hardware": [{"pe": c[0], "sp_kb": c[1], "acc_kb": c[2],
                                             "best_edp": e} for c, e in evaluated.items()],
-                              "infeasible_hardware": skipped})
+                              "infeasible_hardware": skipped,
+                              **({} if area_budget_mm2 is None else
+                                 {"area_budget_mm2": float(area_budget_mm2)})})
 
 
 __all__ = [

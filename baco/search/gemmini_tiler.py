@@ -25,25 +25,44 @@ GEMM ``I = N*P*Q, J = K, K = C``.
 
 **The mapping** follows DOSA's encoding of the Gemmini default in its calibration
 (ucb-bar/dosa ``dataset/hw/gemmini/calibration/calibration.py``, reference §B.7), on the
-template's levels L0 registers [W], L1 accumulator [O], L2 scratchpad [W, I], L3 DRAM:
+template's levels L0 registers [W], L1 accumulator [O], L2 scratchpad [W, I], L3 DRAM, and runs
+the library's loops as the library runs them, edge tiles included:
 
-* spatial: C across the PE rows at L1, K across the PE columns at L2 (DIM each, or the
-  largest divisor of the dim up to DIM: a mapping's factors multiply to the layer's dims
-  exactly, so a padded edge block is modelled as a narrower full block, e.g. C=3 uses 3 rows);
-* L1 (accumulator) temporal: the rest of the FSM tile: matmul rows (P; over Q, P, N for a
-  pointwise conv, row-major), ``tile_K`` blocks of C, ``tile_J`` blocks of K; conv ``batches``
-  (N), ``porows`` (P), ``pocols`` (Q), ``krows`` (R), ``kcols`` (S), ``kchs`` / DIM (C),
-  ``pochs`` / DIM (K). Each tile extent is rounded *down* to a divisor of its dim (DOSA's
-  ``round_mapping(round_down=True)``), so the tile never outgrows Gemmini's budget;
+* L3 DRAM: the library's outer loops, ceil-divided as in ``tiled_matmul_outer`` (I0, J0, K0 =
+  padded dim / tile, rounded up) and ``tiled_conv`` (``num_b``, ``num_porow``, ...
+  ``num_kch`` = ``ceil_divide_int(dim, tile)``): the same number of FSM calls per loop;
+* spatial: C across the PE rows at L1, K across the PE columns at L2: DIM whenever the
+  library's tile of the dim has DIM elements or more (the last block of a dim that is not a
+  multiple of DIM runs zero-padded, as ``sp_tiled_*``'s ``pad_K``/``pad_J`` do), else the
+  tile's channels (e.g. C=3 uses 3 PE rows; the instruction-aware scorer charges the 13 idle
+  rows);
+* L1 (accumulator) temporal: one call's share of the dim, in DIM-blocks for C and K (matmul
+  rows P, over Q, P, N for a pointwise conv, whole image rows once a tile holds one;
+  ``tile_K`` / ``kchs`` for C, ``tile_J`` / ``pochs`` for K; conv ``batches`` (N),
+  ``porows`` (P), ``pocols`` (Q), ``krows`` (R), ``kcols`` (S)). A mapping has one tile size
+  per loop, while the library's last call is smaller (``last_I``, ``porows_`` ...), so the
+  dim is spread evenly over the library's calls: ``ceil(dim / calls)`` elements (C, K:
+  ``ceil(blocks / calls)`` blocks), never more than the library's tile. The mapping's
+  factors then multiply to *more* than the layer (padding < one element per call, < one
+  DIM-block per call for C and K, beyond the zero-padding to DIM the hardware really runs);
+  using the library's tile size on every call instead would charge its short last call as a
+  full one (e.g. P=56 in tiles of 22 as 66 rows);
 * L0 registers and L2 scratchpad: no temporal loops (the weight sits in the PE while the FSM
-  streams rows, which the L1 order below expresses); L3 DRAM: what is left, i.e. the outer
-  tile loops of ``tiled_matmul_outer`` (i0, j0, k0) and ``tiled_conv`` (b, porow, pocol, poch,
-  krow, kcol, kch);
+  streams rows, which the L1 order below expresses);
 * orders, innermost first as DOSA writes them: DRAM ``CRSKPQN``, accumulator ``PQNCRSK``,
   registers ``PQRSCKN`` (DOSA swaps P/Q and R/S relative to gemmini.h's loops; equal for the
   square loops of these networks);
 * stages 2 below DRAM: the FSM double-buffers the scratchpad and accumulator (the tiler's half
   budgets) and each PE double-buffers its weight register.
+
+**Scoring a padded mapping.** `Mapping.validate` and the analytic model take a mapping whose
+factors multiply to the layer's dims (the model counts MACs from the layer, accesses from the
+factors), so the mapping is validated and scored on `accel.lower.padded_layer` (the layer
+grown to what the mapping covers), as the lowering does and as `baco.rounding.common_score`
+does for any design: the padded MACs, PE cycles and on-chip traffic are counted. The DRAM
+traffic of the padded edge is counted too, although ``mvin`` reads only the real bytes and
+zero-fills the rest on chip: an overcount bounded by the padded / real tensor sizes (e.g.
+3% on ResNet-50's 2048x1000 classifier).
 
 If the model's footprint of that tile overflows a buffer (its strided-input tile includes the
 rows a stride-2 1x1 conv skips, which Gemmini's ``downsample`` mode does not load), that
@@ -66,10 +85,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.lower.nest import padded_layer
 from accel.mapping import Mapping
 from baco.errors import ConfigError, InfeasibleError
 from baco.result import CodesignResult, HistoryPoint, LayerResult
-from baco.search._space import check_network, resolve_hardware
+from baco.search._space import check_network, fixed_hardware_budget, resolve_hardware
 from perfmodels.analytic import exact
 from workloads.layer import DIMS, Layer
 from workloads.network import Network
@@ -306,23 +326,8 @@ def tiled_conv_auto(batch_size: int, in_row_dim: int, in_col_dim: int, in_channe
 
 
 # --------------------------------------------------------------------------- the mapping
-def _largest_divisor(n: int, limit: int) -> int:
-    """Largest divisor of n that is at most limit (at least 1)."""
-    limit = max(1, int(limit))
-    best = 1
-    for i in range(1, math.isqrt(n) + 1):
-        if n % i == 0:
-            for x in (i, n // i):
-                if best < x <= limit:
-                    best = x
-    return best
-
-
-def _split_channels(total: int, extent: int, dim: int) -> tuple[int, int]:
-    """(spatial, temporal) factors of a channel dim whose tile extent is `extent`."""
-    spatial = _largest_divisor(total, min(dim, extent))
-    temporal = _largest_divisor(total // spatial, max(1, extent // spatial))
-    return spatial, temporal
+def _cdiv(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
 
 
 def _order_outermost_first(innermost_first: str) -> list[int]:
@@ -374,36 +379,45 @@ def gemmini_tiles(layer: Layer, params: GemminiParams = DEFAULT_PARAMS,
 def gemmini_mapping(layer: Layer, hw: HardwareConfig | None = None,
                     pointwise_as_matmul: bool = True) -> tuple[Mapping, dict[str, Any]]:
     """The `Mapping` that scores what Gemmini's library runs for `layer` on `hw`, and the
-    tiler's record (with any footprint adjustment, see the module docstring).
+    tiler's record (with the dims the mapping pads, and any footprint adjustment; see the
+    module docstring).
+
+    The mapping covers `padded_layer(layer, mapping)`, which may exceed `layer` (the edge
+    tiles are padded): validate and score it on that layer, as `gemmini_default` does.
 
     >>> m, info = gemmini_mapping(Layer.gemm(M=512, K_red=512, N_out=512))
-    >>> m.to_timeloop()
-    'L3[WIO] P8 K8 - L2[WI] N1 K16X - L1[O] K4 C32 P64 C16X - L0[W] N1'
+    >>> m.to_timeloop(), info["padded_dims"]
+    ('L3[WIO] P7 K6 - L2[WI] N1 K16X - L1[O] K6 C32 P74 C16X - L0[W] N1', {'P': 518, 'K': 576})
     """
     hw = hw if hw is not None else HardwareConfig.preset("gemmini_default")
     params = GemminiParams.from_hardware(hw)
     dim = params.dim
     info = gemmini_tiles(layer, params, pointwise_as_matmul)
-    L1 = np.ones(7, np.int64)
-    spatial_c = spatial_k = 1
+    dims = np.array([getattr(layer, d) for d in DIMS], np.int64)
+    # extent[d]: the elements of d one FSM call covers (the library's tile, clipped to the dim);
+    # unit[d]: the elements of one L1 step: the PE rows (C) or columns (K) a block uses, else 1.
+    extent = np.ones(7, np.int64)
     if info["tiler"] == "tiled_matmul_auto":
         rows = info["tile_I"] * dim
         if layer.kind in ("gemm", "gemv"):
-            L1[_D["P"]] = _largest_divisor(layer.P, rows)
-        else:  # the im2col rows run (n, p, q) row-major: a tile of rows covers q first
-            q = _largest_divisor(layer.Q, rows)
-            p = _largest_divisor(layer.P, rows // layer.Q) if q == layer.Q else 1
-            n = _largest_divisor(layer.N, rows // (layer.P * layer.Q)) \
-                if q == layer.Q and p == layer.P else 1
-            L1[_D["Q"]], L1[_D["P"]], L1[_D["N"]] = q, p, n
-        spatial_c, L1[_D["C"]] = _split_channels(layer.C, info["tile_K"] * dim, dim)
-        spatial_k, L1[_D["K"]] = _split_channels(layer.K, info["tile_J"] * dim, dim)
+            extent[_D["P"]] = rows
+        else:  # the im2col rows run (n, p, q) row-major: whole image rows once a tile has one
+            q = min(layer.Q, rows)
+            p = min(layer.P, rows // layer.Q) if q == layer.Q else 1
+            n = min(layer.N, rows // (layer.P * layer.Q)) if q == layer.Q and p == layer.P \
+                else 1
+            extent[_D["Q"]], extent[_D["P"]], extent[_D["N"]] = q, p, n
+        extent[_D["C"]] = info["tile_K"] * dim
+        extent[_D["K"]] = info["tile_J"] * dim
     else:
         for dim_name, key in (("N", "batches"), ("P", "porows"), ("Q", "pocols"),
-                              ("R", "krows"), ("S", "kcols")):
-            L1[_D[dim_name]] = _largest_divisor(getattr(layer, dim_name), info[key])
-        spatial_c, L1[_D["C"]] = _split_channels(layer.C, info["kchs"], dim)
-        spatial_k, L1[_D["K"]] = _split_channels(layer.K, info["pochs"], dim)
+                              ("R", "krows"), ("S", "kcols"), ("C", "kchs"), ("K", "pochs")):
+            extent[_D[dim_name]] = info[key]
+    extent = np.clip(extent, 1, dims)     # a tiler that found no fitting tile says 0
+    spatial_c = min(dim, int(extent[_D["C"]]))
+    spatial_k = min(dim, int(extent[_D["K"]]))
+    unit = np.ones(7, np.int64)                       # the elements of one L1 step of each dim
+    unit[_D["C"]], unit[_D["K"]] = spatial_c, spatial_k
 
     template = hw.template_spec
     order = np.stack([_order_outermost_first(REGISTER_ORDER),
@@ -411,19 +425,20 @@ def gemmini_mapping(layer: Layer, hw: HardwareConfig | None = None,
                       _order_outermost_first(ACCUMULATOR_ORDER),
                       _order_outermost_first(DRAM_ORDER)])
     stages = np.array([2, 2, 2, 1])
+    spatial = np.ones((4, 7), np.int64)
+    spatial[1, _D["C"]] = spatial_c
+    spatial[2, _D["K"]] = spatial_k
+    cap = np.array([hw.capacities_kb()[lv.name] for lv in template.levels[:-1]])
     adjustments: list[str] = []
     while True:
+        calls = np.array([_cdiv(t, e) for t, e in zip(dims, extent)])   # the library's loops
         temporal = np.ones((4, 7), np.int64)
-        temporal[1] = L1
-        spatial = np.ones((4, 7), np.int64)
-        spatial[1, _D["C"]] = spatial_c
-        spatial[2, _D["K"]] = spatial_k
-        dims = np.array([getattr(layer, d) for d in DIMS])
-        temporal[3] = dims // (temporal[:3].prod(0) * spatial.prod(0))
+        temporal[3] = calls
+        # each call's share of the dim's elements (C, K: DIM-blocks), evened out over the calls
+        temporal[1] = [_cdiv(_cdiv(t, u), c) for t, u, c in zip(dims, unit, calls)]
         mapping = Mapping(temporal=temporal, spatial=spatial, order=order, stages=stages,
                           tags=template.tags)
         need = mapping.footprint_kb(layer, hw)
-        cap = np.array([hw.capacities_kb()[lv.name] for lv in template.levels[:-1]])
         over = np.flatnonzero(need[:-1] > cap * (1 + 1e-6))
         if over.size == 0:
             break
@@ -433,13 +448,15 @@ def gemmini_mapping(layer: Layer, hw: HardwareConfig | None = None,
             stages[l] = 1
             adjustments.append(f"{template.levels[l].name}: 1 stage")
             continue
-        d = int(np.argmax(L1))
-        if L1[d] == 1:
+        d = int(np.argmax(temporal[1]))
+        if temporal[1, d] == 1:
             raise InfeasibleError(f"gemmini tiler: no tile of {layer.config_str()} fits "
                                   f"{hw.name or 'the hardware'}")
-        L1[d] = _largest_divisor(int(dims[d]), L1[d] // 2)
+        extent[d] = unit[d] * (temporal[1, d] // 2)
         adjustments.append(f"{DIMS[d]} tile halved")
-    mapping.validate(layer, hw)
+    mapping.validate(padded_layer(layer, mapping), hw)
+    cover = (mapping.temporal * mapping.spatial).prod(axis=0)
+    info["padded_dims"] = {d: int(cover[i]) for i, d in enumerate(DIMS) if cover[i] > dims[i]}
     if adjustments:
         info["adjustments"] = adjustments
     return mapping, info
@@ -448,27 +465,33 @@ def gemmini_mapping(layer: Layer, hw: HardwareConfig | None = None,
 # --------------------------------------------------------------------------- the baseline
 def gemmini_default(network: Network | str, *, budget_samples: int = 1, seed: int = 0,
                     hardware: HardwareConfig | str = "gemmini_default",
-                    pointwise_as_matmul: bool = True) -> CodesignResult:
+                    pointwise_as_matmul: bool = True,
+                    area_budget_mm2: float | None = None) -> CodesignResult:
     """Gemmini's library tiling of every layer on fixed hardware: one sample, no search.
 
     ``budget_samples`` and ``seed`` are accepted for the common interface and do not change
     anything: the tiler is deterministic and its one whole-network point is one sample.
+    ``area_budget_mm2`` does not change it either (the hardware is fixed): hardware over the
+    budget runs as the reference it is, with an `AreaBudgetWarning`, and ``extra`` records
+    ``area_mm2``, ``area_budget_mm2`` and ``within_area_budget``.
     """
     del budget_samples  # nothing to search
     start = time.perf_counter()
     network = check_network(network, "gemmini_default")
     hw = resolve_hardware(hardware, "gemmini_default")
+    budget_info = fixed_hardware_budget(hw, area_budget_mm2, "gemmini_default")
     rows, tiles = [], {}
     for layer, count in network:
         mapping, info = gemmini_mapping(layer, hw, pointwise_as_matmul)
-        out = exact(layer, hw, mapping)
+        out = exact(padded_layer(layer, mapping), hw, mapping)   # the padded work counted
         rows.append(LayerResult(layer=layer, count=int(count), mapping=mapping,
                                 latency_cycles=float(out.cycles),
                                 energy_pj=float(out.energy_pj)))
         tiles[layer.name or layer.config_str()] = info
     result = CodesignResult(method="gemmini_default", network=network.name, hardware=hw,
                             layers=tuple(rows), samples=1, seed=int(seed),
-                            extra={"tiles": tiles, "pointwise_as_matmul": pointwise_as_matmul})
+                            extra={"tiles": tiles, "pointwise_as_matmul": pointwise_as_matmul,
+                                   **budget_info})
     point = HistoryPoint(samples=1, seconds=time.perf_counter() - start, best_edp=result.edp)
     return dataclasses.replace(result, history=(point,))
 

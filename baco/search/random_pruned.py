@@ -30,6 +30,9 @@ mappings is scored on all of them and its later samples repeat its earlier mappi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from accel.arch import HardwareConfig
@@ -43,6 +46,7 @@ from baco.search._space import (
     check_budget,
     check_network,
     interpolate_seconds,
+    fixed_hardware_budget,
     make_result,
     resolve_hardware,
     score_layers,
@@ -100,9 +104,15 @@ def pruned_mappings(layer: Layer, hw: HardwareConfig, n: int, rng: np.random.Gen
 def random_pruned(network: Network | str, *, budget_samples: int, seed: int,
                   hardware: HardwareConfig | str = "eyeriss",
                   perms_per_factorization: int = 16, stages: int | None = None,
-                  ) -> CodesignResult:
+                  progress: Callable[[int, float], Any] | None = None,
+                  area_budget_mm2: float | None = None) -> CodesignResult:
     """Best-EDP mappings from `budget_samples` pruned random mappings per layer, on fixed
-    hardware (a preset name or a `HardwareConfig`).
+    hardware (a preset name or a `HardwareConfig`); `progress` is called with ``(samples,
+    best_edp)`` once they are scored.
+
+    The hardware is fixed, so ``area_budget_mm2`` does not constrain the search: hardware over
+    it still runs, with an `AreaBudgetWarning`, and ``extra`` records ``area_mm2``,
+    ``area_budget_mm2`` and ``within_area_budget`` (`fixed_hardware_budget`).
 
     Returns:
       A `CodesignResult` with ``method="random_pruned"``, ``samples == budget_samples`` and
@@ -114,8 +124,9 @@ def random_pruned(network: Network | str, *, budget_samples: int, seed: int,
     if perms_per_factorization < 1:
         raise ConfigError(f"random_pruned: perms_per_factorization must be >= 1, "
                           f"got {perms_per_factorization}")
+    budget_info = fixed_hardware_budget(hw, area_budget_mm2, "random_pruned")
     rng = np.random.default_rng(seed)
-    tracker = Tracker(network)
+    tracker = Tracker(network, progress)
     layers = list(network.layers)
     batches, distinct = [], {}
     for layer in layers:
@@ -129,7 +140,7 @@ def random_pruned(network: Network | str, *, budget_samples: int, seed: int,
     return make_result("random_pruned", network, tracker, seed,
                        extra={"hardware_name": hw.name,
                               "perms_per_factorization": perms_per_factorization,
-                              "distinct_mappings": distinct})
+                              "distinct_mappings": distinct, **budget_info})
 
 
 __all__ = ["pruned_mappings", "random_pruned"]

@@ -11,10 +11,15 @@ of the j-th random mapping of every unique layer, so 1,000 mappings per layer on
 configuration are 1,000 samples; a budget of B samples visits ``ceil(B / mappings_per_hw)``
 configurations, the last one with the remainder. A configuration on which some layer has no
 fitting mapping within the sampler's draw limit is redrawn without spending samples (counted in
-``extra["rejected_hardware"]``).
+``extra["rejected_hardware"]``). With ``area_budget_mm2``, a configuration whose area (the
+template's model, `perfmodels.energy`) exceeds the budget is redrawn before any mapping is
+drawn, spending nothing (counted in ``extra["over_budget_hardware"]``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,14 +30,19 @@ from baco.search._space import (
     MappingSampler,
     Tracker,
     check_budget,
+    budget_check,
     check_network,
     interpolate_seconds,
     make_result,
     score_layers,
 )
+from perfmodels.energy import config_area_mm2
 from workloads.network import Network
 
 MAX_HARDWARE_REDRAWS = 1000
+MAX_BUDGET_REDRAWS = 200_000
+"""Hardware draws over the area budget tolerated before the search gives up (the smallest
+draw is 1 in ~1000 of DOSA's distribution)."""
 
 
 def random_gemmini_hardware(rng: np.random.Generator, index: int = 0,
@@ -56,7 +66,9 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
                   mappings_per_hw: int = 1000, stages: int | None = None,
                   pe_exponents: tuple[int, int] = (1, 8),
                   kb_exponents: tuple[int, int] = (0, 12),
-                  max_draws_per_layer: int = 500_000) -> CodesignResult:
+                  max_draws_per_layer: int = 500_000,
+                  progress: Callable[[int, float], Any] | None = None,
+                  area_budget_mm2: float | None = None) -> CodesignResult:
     """Random hardware, random valid mappings; the best whole-network point found.
 
     Args:
@@ -68,6 +80,8 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
         `accel.mapping.Mapping.random` does.
       pe_exponents, kb_exponents: ``randrange`` bounds of the hardware draw (DOSA's).
       max_draws_per_layer: rejection-sampling limit before a configuration is given up.
+      progress: called with ``(samples, best_edp)`` as the search goes (a progress bar).
+      area_budget_mm2: reject hardware draws whose area exceeds it (mm2); None: no budget.
 
     Returns:
       A `CodesignResult` with ``method="random"``, ``samples == budget_samples``.
@@ -77,14 +91,31 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
     if not isinstance(mappings_per_hw, int) or mappings_per_hw < 1:
         raise ConfigError(f"random: mappings_per_hw must be a positive integer, "
                           f"got {mappings_per_hw!r}")
+    area_budget = budget_check(area_budget_mm2, "random")
+    if area_budget is not None:
+        smallest = HardwareConfig(template="gemmini", pe_rows=2 ** pe_exponents[0],
+                                  pe_cols=2 ** pe_exponents[0], sp_kb=2.0 ** kb_exponents[0],
+                                  acc_kb=2.0 ** kb_exponents[0])
+        if config_area_mm2(smallest) > area_budget:
+            raise InfeasibleError(
+                f"random: no hardware the draw allows is within area_budget_mm2 = "
+                f"{area_budget:g} mm2 (the smallest, {smallest.pe_rows}x{smallest.pe_cols} PEs "
+                f"and {smallest.sp_kb:g} KiB buffers, has {config_area_mm2(smallest):.4g} mm2); "
+                "raise the budget or lower pe_exponents/kb_exponents")
     rng = np.random.default_rng(seed)
-    tracker = Tracker(network)
+    tracker = Tracker(network, progress)
     layers = list(network.layers)
-    rejected = 0
+    rejected = over_budget = 0
     configs = []
     while tracker.samples < budget:
         m = min(mappings_per_hw, budget - tracker.samples)
         hw = random_gemmini_hardware(rng, len(configs) + rejected, pe_exponents, kb_exponents)
+        if area_budget is not None and config_area_mm2(hw) > area_budget:
+            over_budget += 1
+            if over_budget > MAX_BUDGET_REDRAWS:
+                raise InfeasibleError(f"random: {over_budget} random hardware configurations "
+                                      f"were over area_budget_mm2 = {area_budget:g} mm2")
+            continue
         try:
             batches = [MappingSampler(layer, hw).sample(m, rng, stages,
                                                         max_draws=max_draws_per_layer)
@@ -103,7 +134,10 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
                         "samples": m, "best_edp": best})
     return make_result("random", network, tracker, seed,
                        extra={"mappings_per_hw": mappings_per_hw, "hardware": configs,
-                              "rejected_hardware": rejected})
+                              "rejected_hardware": rejected,
+                              **({} if area_budget is None else {
+                                  "over_budget_hardware": over_budget,
+                                  "area_budget_mm2": area_budget})})
 
 
 __all__ = ["random_gemmini_hardware", "random_search"]

@@ -1,6 +1,6 @@
 """Throughput of the ATFormer surrogate and the hybrid model: predictions per second, as JSON.
 
-Points are the rows of ``../shared/data/gemmini_rtl_train.csv`` (real layers and mappings;
+Points are the rows of ``data/gemmini_rtl_train.csv`` (real layers and mappings;
 the file is tiled to fill a batch), or, if it is absent, random relaxed points of ResNet-50.
 Two figures, each the median over repeats of batch / wall-clock seconds after a compiling
 warm-up:
@@ -24,7 +24,6 @@ import argparse
 import functools
 import json
 import os
-import pathlib
 import statistics
 import sys
 
@@ -33,13 +32,14 @@ import numpy as np
 from _timing import time_repeats
 
 from accel.arch import stack_hw
+from accel.dosa_csv import RTL_CSV
 from perfmodels.analytic import fast_jit, stack_layers, stack_mappings
 from perfmodels.atformer import train as atf
 from perfmodels.atformer.features import NUM_FEATURES, Tokens, num_tokens, tokens
 from perfmodels.atformer.model import ModelConfig
 from perfmodels.validate import read_rows
 
-DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "gemmini_rtl_train.csv"
+
 
 
 @functools.partial(fast_jit, static_argnums=(0, 1))
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", default=str(RTL_CSV))
     args = parser.parse_args(argv)
     load_avg = os.getloadavg()[0]
 

@@ -1,7 +1,7 @@
 """Transfer: pre-train on simulator labels, fine-tune on <= 100 RTL rows, vs from scratch.
 
 Reads a simulator-labelled CSV of one hardware configuration (`baco dataset generate --n N
---out FILE`; the 16x16 Gemmini by default) and ``../shared/data/gemmini_rtl_train.csv`` (its
+--out FILE`; the 16x16 Gemmini by default) and ``data/gemmini_rtl_train.csv`` (its
 rows' features on the 16x16 array they ran on), holds out 20% of the RTL layers (seeded), and
 prints one JSON object with the held-out figures of the pre-trained-only, fine-tuned and
 from-scratch models and of the analytical model (`perfmodels.atformer.transfer`).
@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
 import sys
 
+from accel.dosa_csv import RTL_CSV
 from perfmodels.atformer import train as atf
 from perfmodels.atformer.model import ModelConfig
 from perfmodels.atformer.transfer import transfer_experiment
 
-DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "gemmini_rtl_train.csv"
+
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sim", required=True, help="simulator-labelled CSV")
-    parser.add_argument("--rtl", default=str(DATA))
+    parser.add_argument("--rtl", default=str(RTL_CSV))
     parser.add_argument("--shots", type=int, default=100)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--ensemble", type=int, default=4)

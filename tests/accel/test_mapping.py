@@ -18,7 +18,7 @@ from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CSV = ROOT.parent / "shared" / "data" / "timeloop_gemmini_10k.csv"
+CSV = ROOT / "data" / "timeloop_gemmini_10k.csv"
 
 GEMMINI = HardwareConfig.preset("gemmini_default")
 SMALL = HardwareConfig(pe_rows=4, pe_cols=4, sp_kb=8, acc_kb=2, name="small")
@@ -39,7 +39,6 @@ def test_parse_fields():
     m.with_stages(1).validate(LAYER, GEMMINI)
 
 
-@pytest.mark.skipif(not CSV.exists(), reason="shared dataset absent")
 def test_round_trip_of_every_dataset_string():
     with CSV.open(newline="") as handle:
         strings = [row["mapping.mapping"] for row in csv.DictReader(handle)]

@@ -48,3 +48,25 @@ def test_generate_labels_with_the_simulator(tmp_path):
     rows, data = atf.read_dataset(summary.path)
     assert summary.rows == len(rows) == 3
     assert np.all(np.exp(data.log_measured) > 0)
+
+
+def test_layers_with_host_epilogues_are_lowered_without_them(tmp_path, capsys):
+    """BERT's attention scores end in div/add/softmax, which the accelerator cannot run: the
+    dataset lowers them with the part it can fuse and names them in one warning line."""
+    from baco.cli import main
+
+    pool, host_ops = dataset._layer_pool(("bert:seq=16",))
+    dropped = [(layer, ops) for layer, ops in zip(pool, host_ops) if ops]
+    assert dropped and all(set(ops) - {"bias", "relu"} for _, ops in dropped)
+    assert all(set(layer.epilogue) <= {"bias", "add", "relu"} for layer in pool)
+
+    out = tmp_path / "sim.csv"
+    code = main(["dataset", "generate", "--n", "12", "--out", str(out), "--networks",
+                 "bert:seq=16", "--seed", "1"])
+    captured = capsys.readouterr()
+    assert code == 0 and out.exists()
+    warnings = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "without the epilogue" in warnings[0]
+    assert any(layer.name in warnings[0] for layer, _ in dropped)
+    rows, _ = atf.read_dataset(out)
+    assert len(rows) == 12

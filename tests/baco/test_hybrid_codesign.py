@@ -21,7 +21,7 @@ from workloads.errors import ConfigError
 from workloads.layer import Layer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-RTL = ROOT.parent / "shared" / "data" / "gemmini_rtl_train.csv"
+RTL = ROOT / "data" / "gemmini_rtl_train.csv"
 HW = HardwareConfig.preset("gemmini_default")
 
 
@@ -89,7 +89,6 @@ def run(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.skipif(not RTL.exists(), reason="shared data absent")
 def test_validate_rtl_analytic_and_hybrid_json(capsys, model_path):
     code, out, _ = run(capsys, "validate", "rtl", str(RTL), "--predictor", "analytic",
                        "--limit", "60", "--json")
@@ -104,7 +103,6 @@ def test_validate_rtl_analytic_and_hybrid_json(capsys, model_path):
     assert code == 0 and hybrid["rows"] == 60 and hybrid["mape"] != report["mape"]
 
 
-@pytest.mark.skipif(not RTL.exists(), reason="shared data absent")
 def test_validate_rtl_bad_predictor_arguments_are_one_line(capsys, model_path):
     code, _, err = run(capsys, "validate", "rtl", str(RTL), "--predictor", "hybrid")
     assert code == 2 and "--model" in err and len(err.strip().splitlines()) == 1
@@ -116,7 +114,6 @@ def test_validate_rtl_bad_predictor_arguments_are_one_line(capsys, model_path):
     assert code == 2 and "no/such/model" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.skipif(not RTL.exists(), reason="shared data absent")
 def test_surrogate_train_cli_writes_a_loadable_checkpoint(capsys, tmp_path):
     out_dir = tmp_path / "s"
     code, out, _ = run(capsys, "surrogate", "train", "--data", str(RTL), "--out", str(out_dir),

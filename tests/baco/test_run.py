@@ -46,6 +46,21 @@ def test_run_writes_config_results_and_history(first):
                 "hardware"):
         assert key in dosa
     assert dosa["edp_ratio"] == pytest.approx(dosa["edp"] / doc["edp"])
+    for entry in (doc, dosa):
+        assert entry["area_mm2"] > 0
+        for name in ("plain", "instruction_aware", "simulated"):
+            figures = entry["yardsticks"][name]
+            assert figures["edp"] == pytest.approx(
+                figures["latency_cycles"] * figures["energy_pj"], rel=1e-9)
+        assert entry["yardsticks"]["plain"]["edp"] == pytest.approx(entry["edp_analytic"])
+    assert doc["edp_yardstick"] == "instruction_aware"
+    assert dosa["edp"] == pytest.approx(dosa["yardsticks"]["instruction_aware"]["edp"])
+    for name, ratio in dosa["edp_ratios"].items():
+        assert ratio == pytest.approx(dosa["yardsticks"][name]["edp"]
+                                      / doc["yardsticks"][name]["edp"])
+    assert len(doc["simulated_layers"]) == 5
+    assert doc["yardsticks"]["simulated"]["latency_cycles"] == pytest.approx(sum(
+        row["count"] * row["cycles"] for row in doc["simulated_layers"]))
     rows = list(csv.DictReader((first / "history.csv").open()))
     assert {r["method"] for r in rows} == {"baco", "dosa"}
     assert all(float(r["seconds"]) >= 0 and float(r["best_edp"]) > 0 for r in rows)
@@ -76,7 +91,9 @@ def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monke
     assert (tmp_path / "checkpoint" / "baco.npz").exists()
     monkeypatch.setattr(baco.codesign, "codesign", original)
     code, out, _ = run(capsys, "run", TINY, "--out", tmp_path, "--resume", "--quiet")
-    assert code == 0 and "vs dosa" in out
+    assert code == 0 and "baco vs dosa:" in out
+    versus = next(line for line in out.splitlines() if "baco vs dosa:" in line)
+    assert all(name in versus for name in ("simulated", "instr.-aware", "plain"))
     assert (tmp_path / "results.json").read_bytes() == (first / "results.json").read_bytes()
 
 

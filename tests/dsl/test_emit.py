@@ -80,7 +80,7 @@ def test_blocks_are_the_mappings_accumulator_tile():
     layer = Layer.gemm(M=128, K_red=768, N_out=768)
     mapping, _ = gemmini_mapping(layer, GEMMINI)
     b = blocks(layer, mapping, GEMMINI)
-    assert b["TP"] == 64 and b["BLOCK_C"] == 48 * 16 and b["BLOCK_N"] == 4 * 16
+    assert b["TP"] == 64 and b["BLOCK_C"] == 48 * 16 and b["BLOCK_N"] == 5 * 16
     source = emit(layer, mapping, GEMMINI)
     assert "@baco.jit" in source and mapping.to_timeloop() in source
 

@@ -16,7 +16,7 @@ from workloads.errors import InfeasibleError
 from workloads.layer import Layer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CSV = ROOT.parent / "shared" / "data" / "timeloop_gemmini_10k.csv"
+CSV = ROOT / "data" / "timeloop_gemmini_10k.csv"
 HW = HardwareConfig.preset("gemmini_default")
 
 
@@ -135,7 +135,6 @@ def test_every_preset_evaluates_finite_and_feasible(preset):
     assert np.all(out.area_mm2 > 0)
 
 
-@pytest.mark.skipif(not CSV.exists(), reason="shared dataset absent")
 def test_matches_timeloop_on_dataset_rows():
     """DOSA-level agreement with Timeloop on the first 400 rows (the whole file is checked by
     `baco validate timeloop`)."""

@@ -23,7 +23,7 @@ from workloads.errors import ConfigError
 from workloads.layer import Layer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-RTL = ROOT.parent / "shared" / "data" / "gemmini_rtl_train.csv"
+RTL = ROOT / "data" / "gemmini_rtl_train.csv"
 HW = HardwareConfig.preset("gemmini_default")
 TEMPLATE = HW.template_spec
 LAYERS = [Layer.conv2d(R=3, S=3, P=14, Q=14, C=64, K=128),
@@ -267,7 +267,6 @@ def test_metrics_pairwise_and_top_k():
         fidelity(np.ones(3), np.ones(2))
 
 
-@pytest.mark.skipif(not RTL.exists(), reason="shared data absent")
 def test_rtl_rows_become_tokens_with_layer_groups():
     rows, d = T.read_dataset(RTL, limit=40, array_dim=16)
     assert len(d) == 40 and rows[0].hw.pe_rows == 16

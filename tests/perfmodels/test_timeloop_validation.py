@@ -15,7 +15,7 @@ from perfmodels.validate import hardware_from_row, layer_from_row, read_rows, va
 from workloads.errors import ConfigError, InfeasibleError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "data"
 CSV = DATA / "timeloop_gemmini_10k.csv"
 RTL = DATA / "gemmini_rtl_train.csv"
 
@@ -88,7 +88,6 @@ def test_wrong_files(tmp_path):
         read_rows(tmp_path / "empty.csv")
 
 
-@pytest.mark.skipif(not RTL.exists(), reason="shared dataset absent")
 def test_rtl_rows_parse_with_the_same_parser():
     rows = read_rows(RTL, limit=50, cycles_key="target.gemmini_cycle")
     assert len(rows) == 50
@@ -96,7 +95,6 @@ def test_rtl_rows_parse_with_the_same_parser():
     assert all(r.mapping.stages.tolist() == [2, 2, 2, 1] for r in rows)
 
 
-@pytest.mark.skipif(not CSV.exists(), reason="shared dataset absent")
 def test_dataset_rows_parse_and_validate():
     rows = read_rows(CSV, limit=300)
     assert len(rows) == 300

@@ -1,0 +1,642 @@
+"""The three yardsticks of a design -- ``plain``, ``instruction_aware``, ``simulated`` -- and area.
+
+A design (a `baco.rounding.Design`: hardware plus one `Mapping` per unique layer) is judged
+three ways, each giving ``edp`` (cycles x pJ),
+``latency_cycles`` and ``energy_pj`` of the whole network, with Eq. 6.9's convention
+(`baco.rounding.network_edp`): latency = sum over unique layers of count x cycles, energy =
+sum of count x pJ, EDP = latency x energy.
+
+* ``plain``: the analytic model of the design as it is (`baco.rounding.common_score`,
+  ``aware=False``; Timeloop-equivalent, what DOSA optimizes).
+* ``instruction_aware``: the same model as DIM x DIM instructions run the design
+  (`common_score`, ``aware=True``): array axes filled where the dims allow, padding counted,
+  buffers grown or tiles shrunk to hold the padded rows, whichever scores better. Its
+  ``hardware`` is the one it scored (``Score.design.hw``).
+* ``simulated``: every unique layer lowered to a Gemmini trace (`accel.lower.lower`, with the
+  epilogue ops the accelerator fuses, ``split_epilogue(layer.epilogue)[0]``, as
+  `baco.simulate` does; the rest run on the host and are not counted) and timed on
+  `accel.sim` (timing only: no data, same cycles as a functional run, whose timing half is
+  the same scan step). Energy is the trace's accesses per memory times the template's energy
+  per access, through the model's own formula (`perfmodels.energy.energy`, fed counts from
+  the trace instead of the model's reuse analysis; see `trace_accesses`).
+
+**What is simulated, on which hardware.** The design's *own* mappings (the programs its search
+chose and ``baco simulate`` / ``--emit-kernels`` emit), not the instruction-aware scorer's
+realization of them (which widens spatial factors or shrinks tiles: another program). Their
+traces run on the design's PE array. The lowering stores every tile in DIM-wide rows
+(padded channels included) and double-buffers as the mapping's stages say, which may need
+more rows than the design's scratchpad or accumulator has (a design from a search that did
+not count padding). Then the buffer is grown, in ``sram_step_kb`` steps, to the largest
+number of rows any layer's program allocates (`Allocation.sp_rows_used` /
+``acc_rows_used``), like the instruction-aware scorer grows buffers for padded tiles: the
+simulated figures are those of the hardware that can actually hold the lowered programs.
+(A mapping that does not fit the design's hardware even by the model's footprint, or uses
+more PEs than it has, is an error naming the layer.)
+Buffer sizes do not change cycles in the timing model; they set the energy per access of the
+scratchpad and accumulator and the area. ``simulated.hardware`` names that hardware and
+``simulated.grown`` says whether it differs from the design's.
+
+**Cache.** Simulating is the slow part, so each (layer, fused epilogue, mapping, design
+hardware, timing table) is simulated once per process (`SimCache`; `Layer` equality ignores
+the epilogue, so the fused ops are part of the key). What is cached does not depend on the
+buffer growth above (cycles and access counts), so a hit is exact.
+
+**Speed.** Timing only: the trace is decoded and scanned without data (same cycles as a
+functional run). On a 2-core CPU a whole ResNet-50 design takes about 8-30 s cold
+(``experiments/bench/simulate_design.py``: 2.2 M instructions for the Gemmini-default design,
+about half lowering in Python, half the scan), and milliseconds warm. Traces run through
+`accel.sim.run_batch`; on CPU, vmapping traces saves only a few percent per instruction
+(measured: 8 equal traces 4%, 16 about 18%) while padding a batch to its longest trace costs
+more for ResNet-50's spread of lengths, so there they run one by one (``batch=1``); on an
+accelerator backend (``batch=16``) they run vmapped in groups of similar length.
+
+>>> from accel.arch import HardwareConfig
+>>> from baco.rounding import design_of
+>>> from accel.mapping import Mapping
+>>> from workloads.layer import Layer
+>>> hw = HardwareConfig(pe_rows=4, pe_cols=4, sp_kb=4, acc_kb=4)
+>>> layer = Layer.gemm(M=8, K_red=8, N_out=8)
+>>> m = Mapping.from_timeloop("L3[WIO] K2 C2 - L2[WI] K4X - L1[O] C4X - L0[W] P8", stages=1)
+>>> y = yardsticks([layer], [1], design_of(hw, [m]))
+>>> [name for name in y.to_dict() if y.to_dict()[name] is not None][:4]
+['plain', 'instruction_aware', 'simulated', 'area_mm2']
+>>> y.simulated.latency_cycles == y.layers[0].cycles
+True
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from accel.arch import HardwareConfig, Template, level_arrays
+from accel.lower import Allocation, Lowered, lower, split_epilogue
+from accel.lower.nest import padded_layer
+from accel.mapping import Mapping
+from accel.sim import TimingTable, run_batch
+from accel.sim.decode import DecodedTrace, Op
+from accel.sim.engine import CHUNK
+from baco.errors import BacoError, ConfigError
+from baco.instructions import array_axes
+from baco.rounding import Design, common_score
+from perfmodels.accesses import Accesses
+from perfmodels.energy import Energy, area_mm2, energy
+from workloads.layer import Layer
+
+W, I, O = 0, 1, 2
+YARDSTICKS = ("plain", "instruction_aware", "simulated")
+
+
+# --------------------------------------------------------------------------- results
+@dataclasses.dataclass(frozen=True)
+class Yardstick:
+    """One yardstick's whole-network figures, on the hardware it scored."""
+
+    edp: float
+    latency_cycles: float
+    energy_pj: float
+    hardware: HardwareConfig
+    area_mm2: float
+    grown: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"edp": self.edp, "latency_cycles": self.latency_cycles,
+                "energy_pj": self.energy_pj, "area_mm2": self.area_mm2,
+                "grown": self.grown, "hardware": self.hardware.to_dict()}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TraceCounts:
+    """What one layer's lowered trace does, independent of buffer sizes (what is cached).
+
+    ``reads``/``updates``/``fills``: words ``[level, tensor]`` in the template's layout
+    (`trace_accesses`); ``macs``: useful MACs; ``array_macs``: what the DIM x DIM array spent
+    (rows fed x DIM x DIM); ``sp_rows_used``/``acc_rows_used``: rows the program allocates.
+    """
+
+    cycles: int
+    instructions: int
+    macs: int
+    array_macs: int
+    reads: np.ndarray
+    updates: np.ndarray
+    fills: np.ndarray
+    dram_read_bytes: int
+    dram_write_bytes: int
+    sp_rows_used: int
+    acc_rows_used: int
+    busy_cycles: dict[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulatedLayer:
+    """One unique layer on the simulator: cycles and energy of one run, and its count."""
+
+    index: int
+    name: str
+    count: float
+    cycles: int
+    energy_pj: float
+    level_pj: tuple[float, ...]
+    mac_pj: float
+    instructions: int
+    macs: int
+    array_macs: int
+    dram_read_bytes: int
+    dram_write_bytes: int
+    host_ops: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["level_pj"] = list(self.level_pj)
+        out["host_ops"] = list(self.host_ops)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Yardsticks:
+    """A design's three yardsticks, the area of its own hardware, and the simulated layers.
+
+    ``instruction_aware`` / ``simulated`` are None only when the template cannot be scored
+    that way (no DIM x DIM array axes, no Gemmini simulator); ``unavailable`` says why.
+    """
+
+    plain: Yardstick
+    instruction_aware: Yardstick | None
+    simulated: Yardstick | None
+    area_mm2: float
+    layers: tuple[SimulatedLayer, ...] = ()
+    unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Yardstick | None:
+        if name not in YARDSTICKS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable: ``{"plain": {...}, "instruction_aware": {...}, "simulated":
+        {...}, "area_mm2", "layers": [...], "unavailable": {...}}``."""
+        out: dict[str, Any] = {}
+        for name in YARDSTICKS:
+            y = getattr(self, name)
+            out[name] = None if y is None else y.to_dict()
+        out["area_mm2"] = self.area_mm2
+        out["layers"] = [x.to_dict() for x in self.layers]
+        out["unavailable"] = dict(self.unavailable)
+        return out
+
+
+# --------------------------------------------------------------------------- cache
+class SimCache:
+    """In-process memo of simulated layers: key -> `TraceCounts`, least recently used out.
+
+    ``hits``/``misses`` count lookups (a miss is one lowering and one simulation).
+    ``maxsize=0`` caches nothing.
+    """
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self.maxsize = int(maxsize)
+        self._data: collections.OrderedDict[Hashable, TraceCounts] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> TraceCounts | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: Hashable, value: TraceCounts) -> None:
+        if self.maxsize <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+DEFAULT_CACHE = SimCache()
+"""The process-wide cache `yardsticks` and `simulate_design` use unless given one."""
+
+
+def cache_key(layer: Layer, mapping: Mapping, hw: HardwareConfig,
+              timing_table: TimingTable | None = None) -> tuple:
+    """The cache key of one simulated layer: the loop nest (`Layer` equality ignores name and
+    epilogue), the fused epilogue ops, the mapping, the hardware and the timing constants."""
+    fused, _ = split_epilogue(layer.epilogue)
+    return (layer, fused, mapping, hw, timing_table or TimingTable())
+
+
+# --------------------------------------------------------------------------- template levels
+@dataclasses.dataclass(frozen=True)
+class _Levels:
+    registers: int
+    accumulator: int
+    scratchpad: int
+    dram: int
+
+
+def gemmini_levels(template: Template) -> _Levels:
+    """Which template level is each memory the simulator models: registers (W), accumulator
+    (O), scratchpad (W, I), DRAM (W, I, O). Raises `ConfigError` for other templates."""
+    keeps = [frozenset(lv.keeps) for lv in template.levels]
+    want = [frozenset("W"), frozenset("O"), frozenset("WI"), frozenset("WIO")]
+    if keeps != want:
+        raise ConfigError(
+            f"template {template.name!r}: the simulator runs Gemmini-like traces (levels keeping "
+            f"W | O | W, I | W, I, O, innermost first); this template's levels keep "
+            f"{[''.join(sorted(k)) for k in keeps]}")
+    return _Levels(registers=0, accumulator=1, scratchpad=2, dram=3)
+
+
+def simulation_unsupported(hw: HardwareConfig) -> str | None:
+    """Why designs on `hw` cannot be simulated (None if they can)."""
+    try:
+        gemmini_levels(hw.template_spec)
+    except ConfigError as exc:
+        return str(exc)
+    if hw.pe_rows != hw.pe_cols:
+        return (f"Gemmini traces need a square array; the hardware has {hw.pe_rows}x"
+                f"{hw.pe_cols} PEs")
+    return None
+
+
+# --------------------------------------------------------------------------- access counting
+def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
+                   num_levels: int) -> dict[str, Any]:
+    """Words each memory of the template reads, updates and fills as the trace runs.
+
+    Counting rules (one access = one word, as `perfmodels.accesses` counts them):
+
+    * DRAM: an mvin reads, an mvout writes (``updates``) its real elements (rows x cols;
+      int32 partial sums and biases are one word per element, as the model counts O words);
+      no padding (the DMA moves only real bytes). A bias is moved as the trace moves it: one
+      int32 row per output row of a tile (DRAM stride 0), not once per channel. By
+      destination: the scratchpad's weight region -> W, the rest of the scratchpad -> I, the
+      accumulator -> O.
+    * Scratchpad and accumulator: every access is of whole DIM-wide rows (padded channels
+      included, as `baco.instructions` charges them): an mvin fills ``rows x blocks x DIM``
+      words; a compute reads its A rows (I) and a preload its weight rows (W) x DIM; a compute
+      writes (``updates``) its output rows x DIM into the accumulator and, when it
+      accumulates, reads them first; an mvout reads its rows x blocks x DIM.
+    * Registers: a preload that loads weights fills all DIM x DIM PE registers; every MAC the
+      array spends (rows fed x DIM x DIM, padding included) reads one.
+    * MACs: what the array spends (``array_macs``), as the instruction-aware model charges.
+
+    Returns ``{"reads", "updates", "fills"}`` (float64 ``[level, tensor]``), ``"macs"``
+    (the array's), ``"dram_read_bytes"`` and ``"dram_write_bytes"``.
+    """
+    col = {name: decoded.column(name).astype(np.int64) for name in (
+        "op", "rows", "cols", "elem_bytes", "nblocks", "is_acc", "local", "accumulate",
+        "a_garbage", "a_acc", "a_rows", "bd_garbage", "bd_acc", "bd_rows",
+        "c_garbage", "c_acc", "c_accumulate", "c_rows")}
+    dim = int(decoded.shape.dim)
+    op = col["op"]
+    is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
+    is_pre = op == Op.PRELOAD
+    is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
+    elems = col["rows"] * col["cols"]
+    local_words = col["rows"] * col["nblocks"] * dim
+    weight = alloc["weight"]
+    in_weight = (col["local"] >= weight.start_row) & (col["local"] < weight.start_row
+                                                      + weight.rows)
+    to_acc = is_mvin & (col["is_acc"] == 1)
+    to_w = is_mvin & (col["is_acc"] == 0) & in_weight
+    to_i = is_mvin & (col["is_acc"] == 0) & ~in_weight
+
+    reads = np.zeros((num_levels, 3))
+    updates = np.zeros((num_levels, 3))
+    fills = np.zeros((num_levels, 3))
+    D, SP, ACC, REG = levels.dram, levels.scratchpad, levels.accumulator, levels.registers
+
+    def total(mask: np.ndarray, values: np.ndarray) -> float:
+        return float(np.sum(np.where(mask, values, 0)))
+
+    # DRAM.
+    reads[D, W] = total(to_w, elems)
+    reads[D, I] = total(to_i, elems)
+    reads[D, O] = total(to_acc, elems)
+    updates[D, O] = total(is_mvout, elems)
+    # Moves into and out of the local memories.
+    fills[SP, W] = total(to_w, local_words)
+    fills[SP, I] = total(to_i, local_words)
+    fills[ACC, O] = total(to_acc, local_words)
+    reads[ACC, O] += total(to_acc & (col["accumulate"] == 1), local_words)
+    reads[ACC, O] += total(is_mvout & (col["is_acc"] == 1), local_words)
+    reads[SP, I] += total(is_mvout & (col["is_acc"] == 0), local_words)
+    # The array's operands: A (inputs), B/D (weights) from the scratchpad or accumulator.
+    a_live = is_comp & (col["a_garbage"] == 0)
+    reads[SP, I] += total(a_live & (col["a_acc"] == 0), col["a_rows"] * dim)
+    reads[ACC, O] += total(a_live & (col["a_acc"] == 1), col["a_rows"] * dim)
+    bd_live = (is_pre | is_comp) & (col["bd_garbage"] == 0)
+    reads[SP, W] += total(bd_live & (col["bd_acc"] == 0), col["bd_rows"] * dim)
+    reads[ACC, O] += total(bd_live & (col["bd_acc"] == 1), col["bd_rows"] * dim)
+    # Results: written into the accumulator (read first when accumulating), or the scratchpad.
+    c_live = is_comp & (col["c_garbage"] == 0)
+    c_words = col["c_rows"] * dim
+    updates[ACC, O] = total(c_live & (col["c_acc"] == 1), c_words)
+    reads[ACC, O] += total(c_live & (col["c_acc"] == 1) & (col["c_accumulate"] == 1), c_words)
+    fills[SP, I] += total(c_live & (col["c_acc"] == 0), c_words)
+    # The PE registers.
+    fills[REG, W] = float(np.sum(is_pre & (col["bd_garbage"] == 0))) * dim * dim
+    reads[REG, W] = float(decoded.array_macs)
+    return {"reads": reads, "updates": updates, "fills": fills,
+            "macs": int(decoded.array_macs),
+            "dram_read_bytes": int(np.sum(np.where(is_mvin, elems * col["elem_bytes"], 0))),
+            "dram_write_bytes": int(np.sum(np.where(is_mvout, elems * col["elem_bytes"], 0)))}
+
+
+def trace_energy(counts: TraceCounts, hw: HardwareConfig) -> Energy:
+    """Energy of one simulated layer on `hw`: `perfmodels.energy.energy` (MACs x EPA_PE + sum
+    over levels of accesses x EPA) on the trace's counts (`trace_accesses`)."""
+    template = hw.template_spec
+    zeros = np.zeros_like(counts.reads)
+    acc = Accesses(macs=np.float64(counts.array_macs), tile_words=zeros, fills=counts.fills,
+                   reads=counts.reads, updates=counts.updates,
+                   log_refills=np.zeros(template.num_levels))
+    out = energy(template, acc, level_arrays(template, hw.to_params(), np))
+    return Energy(*(np.asarray(x, np.float64) for x in out))
+
+
+def hardware_area_mm2(hw: HardwareConfig) -> float:
+    """The template's area model (`perfmodels.energy.area_mm2`, what the analytic model's
+    ``Metrics.area_mm2`` reports) for `hw`."""
+    hwp = hw.to_params()
+    return float(area_mm2(hwp, level_arrays(hw.template_spec, hwp, np)))
+
+
+# --------------------------------------------------------------------------- simulation
+def _roomy(hw: HardwareConfig) -> HardwareConfig:
+    """`hw` with buffers large enough for any tile, for lowering only (the unrolled trace does
+    not depend on buffer sizes; `simulate_design` then sizes the hardware it runs on)."""
+    return dataclasses.replace(hw, sp_kb=max(hw.sp_kb, 1 << 16), acc_kb=max(hw.acc_kb, 1 << 16))
+
+
+def _grown(hw: HardwareConfig, sp_rows: int, acc_rows: int, step_kb: float
+           ) -> HardwareConfig:
+    """`hw` with the scratchpad / accumulator grown, in `step_kb` steps, to hold the rows."""
+    dim = int(hw.pe_rows)
+    fields = {}
+    for field, rows, bits in (("sp_kb", sp_rows, hw.input_bits), ("acc_kb", acc_rows,
+                                                                   hw.acc_bits)):
+        row_kb = dim * max(1, int(bits) // 8) / 1024.0
+        if rows * row_kb <= getattr(hw, field) * (1 + 1e-9):
+            continue
+        kb = max(step_kb, math.ceil(rows * row_kb / step_kb - 1e-9) * step_kb)
+        while int(kb * 1024) // int(row_kb * 1024) < rows:  # floor in IsaParams
+            kb += step_kb
+        fields[field] = kb
+    return dataclasses.replace(hw, **fields) if fields else hw
+
+
+def _layer_label(index: int, layer: Layer) -> str:
+    return f"layer {index} ({layer.name or layer.config_str()})"
+
+
+def _lower(index: int, layer: Layer, mapping: Mapping, hw: HardwareConfig) -> Lowered:
+    fused, _ = split_epilogue(layer.epilogue)
+    try:
+        mapping.validate(padded_layer(layer, mapping), hw)
+        return lower(layer, mapping, _roomy(hw), epilogue=fused, check=False)
+    except BacoError as exc:
+        raise type(exc)(f"simulated yardstick: {_layer_label(index, layer)} cannot be lowered "
+                        f"on {hw.name or 'the design hardware'}: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Job:
+    """One lowered layer waiting for the simulator (the `Lowered` itself is dropped: its
+    instruction objects take far more memory than the arrays)."""
+
+    indices: tuple[int, ...]
+    label: str
+    arrays: Any
+    alloc: Allocation
+    macs: int
+    hw: HardwareConfig          # the design's hardware, buffers grown if this program needs
+
+
+def _prepare(indices: tuple[int, ...], layer: Layer, mapping: Mapping, hw: HardwareConfig,
+             step_kb: float) -> _Job:
+    low = _lower(indices[0], layer, mapping, hw)
+    alloc = low.alloc
+    return _Job(indices, _layer_label(indices[0], layer), low.trace.as_arrays(), alloc,
+                int(low.stats.macs),
+                _grown(hw, alloc.sp_rows_used, alloc.acc_rows_used, step_kb))
+
+
+def _default_batch() -> int:
+    return 1 if jax.default_backend() == "cpu" else 16
+
+
+def _run(jobs: list[_Job], hw: HardwareConfig, table: TimingTable) -> list[Any]:
+    try:
+        return run_batch([j.arrays for j in jobs], hw, functional=False, timing_table=table)
+    except BacoError as exc:
+        names = ", ".join(j.label for j in jobs)
+        raise type(exc)(f"simulated yardstick: {names}: the simulator refused the trace: "
+                        f"{exc}") from None
+
+
+def _timing_runs(jobs: Iterator[_Job], table: TimingTable, batch: int
+                 ) -> Iterator[tuple[_Job, Any]]:
+    """Timing-only `SimResult` of each job, as they finish. One by one (``batch`` 1), else
+    vmapped per hardware in groups of up to `batch` whose lengths (in scan chunks) are within
+    25% of the group's longest."""
+    if batch <= 1:
+        for job in jobs:
+            yield job, _run([job], job.hw, table)[0]
+        return
+    by_hw: dict[HardwareConfig, list[_Job]] = {}
+    for job in jobs:
+        by_hw.setdefault(job.hw, []).append(job)
+    for hw, group_jobs in by_hw.items():
+        chunks = {id(j): max(1, -(-len(j.arrays[0]) // CHUNK)) for j in group_jobs}
+        todo = sorted(group_jobs, key=lambda j: -chunks[id(j)])
+        while todo:
+            group = [todo[0]] + [j for j in todo[1:batch]
+                                 if chunks[id(j)] * 1.25 >= chunks[id(todo[0])]]
+            if len(group) < min(batch, 8):  # run_batch pads a batch to 8: not worth it
+                group = [todo[0]]
+            yield from zip(group, _run(group, hw, table))
+            todo = [j for j in todo if all(j is not g for g in group)]
+
+
+def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: Design, *,
+                    sram_step_kb: float = 1.0, cache: SimCache | None = None,
+                    timing_table: TimingTable | None = None, batch: int | None = None,
+                    progress: Callable[[int, int, str], None] | None = None
+                    ) -> tuple[Yardstick, tuple[SimulatedLayer, ...]]:
+    """The ``simulated`` yardstick of a design, and its per-layer figures.
+
+    Every unique layer is lowered with its mapping (fused epilogue ops only), simulated for
+    timing on the design's array (buffers grown if the programs need more rows, see the module
+    docstring), and its energy counted from the trace. ``counts`` weight the layers as in
+    `baco.rounding.network_edp`. ``progress(done, total, layer_name)`` is called per layer
+    simulated.
+
+    Raises:
+      ConfigError: the template or array cannot run Gemmini traces.
+      InfeasibleError, UnsupportedOpError, TraceError: a layer cannot be lowered or run; the
+        message names the layer.
+    """
+    if len(layers) != len(counts):
+        raise ConfigError(f"simulated yardstick: {len(layers)} layers but {len(counts)} counts")
+    hw = design.hw
+    why = simulation_unsupported(hw)
+    if why is not None:
+        raise ConfigError(f"simulated yardstick: {why}")
+    mappings = design.mappings()
+    if len(mappings) != len(layers):
+        raise ConfigError(f"simulated yardstick: the design has {len(mappings)} mappings for "
+                          f"{len(layers)} layers")
+    levels = gemmini_levels(hw.template_spec)
+    num_levels = hw.template_spec.num_levels
+    table = timing_table or TimingTable()
+    cache = DEFAULT_CACHE if cache is None else cache
+    batch = _default_batch() if batch is None else max(1, int(batch))
+    keys = [cache_key(x, m, hw, table) for x, m in zip(layers, mappings)]
+    found: dict[int, TraceCounts] = {}
+    missing: dict[tuple, list[int]] = {}
+    for b, key in enumerate(keys):
+        if key in missing:          # the same layer twice in one design: simulate it once
+            missing[key].append(b)
+            continue
+        hit = cache.get(key)
+        if hit is None:
+            missing[key] = [b]
+        else:
+            found[b] = hit
+    total = len(layers)
+    done = len(found)
+    if missing:
+        jobs = (_prepare(tuple(idx), layers[idx[0]], mappings[idx[0]], hw, sram_step_kb)
+                for idx in missing.values())
+        for job, res in _timing_runs(jobs, table, batch):
+            b = job.indices[0]
+            decoded = res.decoded
+            acc = trace_accesses(decoded, job.alloc, levels, num_levels)
+            entry = TraceCounts(
+                cycles=int(res.cycles), instructions=len(job.arrays[0]), macs=job.macs,
+                array_macs=int(decoded.array_macs), reads=acc["reads"],
+                updates=acc["updates"], fills=acc["fills"],
+                dram_read_bytes=acc["dram_read_bytes"],
+                dram_write_bytes=acc["dram_write_bytes"],
+                sp_rows_used=int(job.alloc.sp_rows_used),
+                acc_rows_used=int(job.alloc.acc_rows_used),
+                busy_cycles=dict(res.busy_cycles))
+            cache.put(keys[b], entry)
+            for i in job.indices:
+                found[i] = entry
+            done += len(job.indices)
+            if progress is not None:
+                progress(done, total, layers[b].name or layers[b].config_str())
+    per_layer = [found[b] for b in range(total)]
+    sim_hw = _grown(hw, max(c.sp_rows_used for c in per_layer),
+                    max(c.acc_rows_used for c in per_layer), sram_step_kb)
+    out = []
+    for b, (layer, c) in enumerate(zip(layers, per_layer)):
+        en = trace_energy(c, sim_hw)
+        out.append(SimulatedLayer(
+            index=b, name=layer.name or layer.config_str(), count=float(counts[b]),
+            cycles=c.cycles, energy_pj=float(en.energy_pj),
+            level_pj=tuple(float(x) for x in en.level_pj), mac_pj=float(en.mac_pj),
+            instructions=c.instructions, macs=c.macs, array_macs=c.array_macs,
+            dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes,
+            host_ops=split_epilogue(layer.epilogue)[1]))
+    w = np.asarray(counts, np.float64)
+    latency = float(np.sum(w * np.array([x.cycles for x in out], np.float64)))
+    energy_pj = float(np.sum(w * np.array([x.energy_pj for x in out], np.float64)))
+    stick = Yardstick(edp=latency * energy_pj, latency_cycles=latency, energy_pj=energy_pj,
+                      hardware=sim_hw, area_mm2=hardware_area_mm2(sim_hw),
+                      grown=sim_hw != hw)
+    return stick, tuple(out)
+
+
+# --------------------------------------------------------------------------- all three
+def _aware_unsupported(hw: HardwareConfig) -> str | None:
+    try:
+        array_axes(hw.template_spec)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design, *,
+               sram_step_kb: float = 1.0, cache: SimCache | None = None,
+               timing_table: TimingTable | None = None, batch: int | None = None,
+               progress: Callable[[int, int, str], None] | None = None) -> Yardsticks:
+    """The design's ``plain``, ``instruction_aware`` and ``simulated`` yardsticks and the area
+    of its hardware (`Yardsticks`; ``.to_dict()`` for JSON).
+
+    ``plain`` and ``instruction_aware`` are `baco.rounding.common_score` with ``aware`` False
+    and True; ``simulated`` is `simulate_design` (`cache`, `timing_table`, `batch` and
+    `progress` go there). ``area_mm2`` is the template's area model for ``design.hw``; each
+    yardstick also carries the hardware it scored and that hardware's area. A yardstick the
+    template does not support (instruction awareness needs DIM x DIM array axes, the simulator
+    Gemmini's levels and a square array) is None, with the reason in ``unavailable``.
+    """
+    unavailable: dict[str, str] = {}
+    plain_score = common_score(layers, counts, design, False, sram_step_kb)
+    plain = Yardstick(edp=plain_score.edp, latency_cycles=plain_score.latency_cycles,
+                      energy_pj=plain_score.energy_pj, hardware=design.hw,
+                      area_mm2=hardware_area_mm2(design.hw))
+    aware = None
+    why = _aware_unsupported(design.hw)
+    if why is None:
+        s = common_score(layers, counts, design, True, sram_step_kb)
+        aware = Yardstick(edp=s.edp, latency_cycles=s.latency_cycles, energy_pj=s.energy_pj,
+                          hardware=s.design.hw, area_mm2=hardware_area_mm2(s.design.hw),
+                          grown=s.design.hw != design.hw)
+    else:
+        unavailable["instruction_aware"] = why
+    simulated, per_layer = None, ()
+    why = simulation_unsupported(design.hw)
+    if why is None:
+        simulated, per_layer = simulate_design(
+            layers, counts, design, sram_step_kb=sram_step_kb, cache=cache,
+            timing_table=timing_table, batch=batch, progress=progress)
+    else:
+        unavailable["simulated"] = why
+    return Yardsticks(plain=plain, instruction_aware=aware, simulated=simulated,
+                      area_mm2=plain.area_mm2, layers=per_layer, unavailable=unavailable)
+
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "YARDSTICKS",
+    "SimCache",
+    "SimulatedLayer",
+    "TraceCounts",
+    "Yardstick",
+    "Yardsticks",
+    "cache_key",
+    "gemmini_levels",
+    "hardware_area_mm2",
+    "simulate_design",
+    "simulation_unsupported",
+    "trace_accesses",
+    "trace_energy",
+    "yardsticks",
+]

@@ -1,0 +1,208 @@
+"""`baco.yardsticks`: plain, instruction-aware and simulated figures of a design, and its area."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from accel.arch import HardwareConfig, level_arrays
+from accel.lower import lower, split_epilogue
+from accel.lower.check import expected_output, random_inputs
+from accel.mapping import Mapping
+from accel.sim import run
+from baco import yardsticks as ys
+from baco.errors import ConfigError, InfeasibleError
+from baco.rounding import common_score, design_of
+from perfmodels.analytic import exact
+from workloads.layer import Layer
+
+HW = HardwareConfig(pe_rows=8, pe_cols=8, sp_kb=16, acc_kb=8, name="small")
+LAYERS = (
+    Layer.conv2d(R=3, S=3, P=6, Q=5, C=5, K=9, Hstride=2, Wstride=1, pads=(1, 1, 1, 1),
+                 epilogue=("bias", "relu"), name="conv"),
+    Layer.gemm(M=13, K_red=20, N_out=11, epilogue=("add", "add"), name="gemm"),
+)
+COUNTS = (3, 2)
+DRAM = 3
+
+
+def _design(layers=LAYERS, hw=HW, seed=0):
+    rng = np.random.default_rng(seed)
+    return design_of(hw, [Mapping.random(layer, hw, rng) for layer in layers])
+
+
+@pytest.fixture(scope="module")
+def scored():
+    design = _design()
+    return design, ys.yardsticks(LAYERS, COUNTS, design, cache=ys.SimCache())
+
+
+def test_three_yardsticks_present_finite_and_json(scored):
+    design, y = scored
+    doc = json.loads(json.dumps(y.to_dict()))
+    for name in ys.YARDSTICKS:
+        entry = doc[name]
+        for key in ("edp", "latency_cycles", "energy_pj", "area_mm2"):
+            assert math.isfinite(entry[key]) and entry[key] > 0, (name, key)
+        assert entry["edp"] == pytest.approx(entry["latency_cycles"] * entry["energy_pj"],
+                                             rel=1e-12)
+    assert doc["unavailable"] == {} and len(doc["layers"]) == len(LAYERS)
+    plain = common_score(LAYERS, COUNTS, design, False)
+    aware = common_score(LAYERS, COUNTS, design, True)
+    assert y.plain.edp == plain.edp and y.instruction_aware.edp == aware.edp
+    assert y.instruction_aware.hardware == aware.design.hw
+    assert y["simulated"] is y.simulated
+
+
+def test_simulated_latency_is_the_count_weighted_functional_cycles(scored):
+    """The timing-only run gives the cycles of a full functional run (which also produces the
+    right output), and the network's latency weights them by the counts."""
+    design, y = scored
+    hw = y.simulated.hardware
+    total = 0
+    for i, (layer, mapping) in enumerate(zip(LAYERS, design.mappings())):
+        low = lower(layer, mapping, hw, epilogue=split_epilogue(layer.epilogue)[0])
+        arrays, image, initialized = random_inputs(low, np.random.default_rng(i))
+        res = run(low.trace, hw, image, initialized=initialized)
+        assert np.array_equal(low.layout.read(res.dram, "output"), expected_output(low, arrays))
+        assert y.layers[i].cycles == res.cycles
+        assert y.layers[i].instructions == len(low.trace)
+        total += COUNTS[i] * res.cycles
+    assert y.simulated.latency_cycles == total
+    assert y.simulated.energy_pj == pytest.approx(
+        sum(c * x.energy_pj for c, x in zip(COUNTS, y.layers)), rel=1e-12)
+    assert y.layers[1].host_ops == ("add",)
+
+
+def test_dram_energy_follows_the_lowering_bytes(scored):
+    design, y = scored
+    epa = level_arrays(HW.template_spec, y.simulated.hardware.to_params(), np).energy_pj
+    for layer, mapping, sim in zip(LAYERS, design.mappings(), y.layers):
+        low = lower(layer, mapping, y.simulated.hardware,
+                    epilogue=split_epilogue(layer.epilogue)[0])
+        assert sim.dram_read_bytes == low.stats.dram_read_bytes > 0
+        assert sim.dram_write_bytes == low.stats.dram_write_bytes > 0
+        assert sim.energy_pj == pytest.approx(sum(sim.level_pj) + sim.mac_pj, rel=1e-6)
+    # An int8-only program (no bias, no partial sums): one DRAM word per byte moved, padded
+    # channels not moved (4 of the 8 columns and rows used).
+    layer = Layer.gemm(M=16, K_red=12, N_out=12, epilogue=("relu",))
+    mapping = Mapping.from_timeloop("L3[WIO] K3 - L2[WI] C3 K4X - L1[O] C4X - L0[W] P16",
+                                    stages=1)
+    stick, (sim,) = ys.simulate_design([layer], [1], design_of(HW, [mapping]),
+                                       cache=ys.SimCache())
+    low = lower(layer, mapping, HW, epilogue=("relu",))
+    assert low.stats.partial_spills == 0
+    words = low.stats.dram_read_bytes + low.stats.dram_write_bytes
+    assert sim.level_pj[DRAM] == pytest.approx(words * float(epa[DRAM]), rel=1e-6)
+    assert sim.macs == layer.macs and sim.array_macs == low.stats.array_macs
+
+
+def test_cache_returns_identical_results_without_simulating(monkeypatch):
+    cache = ys.SimCache()
+    design = _design(seed=1)
+    first = ys.yardsticks(LAYERS, COUNTS, design, cache=cache)
+    assert (cache.misses, cache.hits, len(cache)) == (2, 0, 2)
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated again")
+
+    monkeypatch.setattr(ys, "run_batch", no_simulation)
+    monkeypatch.setattr(ys, "lower", no_simulation)
+    second = ys.yardsticks(LAYERS, COUNTS, design, cache=cache)
+    assert second.to_dict() == first.to_dict()
+    assert (cache.misses, cache.hits) == (2, 2)
+    # The epilogue is not part of Layer equality, but it changes the program: another key.
+    bare = dataclasses.replace(LAYERS[0], epilogue=())
+    assert bare == LAYERS[0]
+    mapping = design.mappings()[0]
+    assert ys.cache_key(bare, mapping, HW) != ys.cache_key(LAYERS[0], mapping, HW)
+    with pytest.raises(AssertionError, match="simulated again"):
+        ys.yardsticks((bare, LAYERS[1]), COUNTS, design, cache=cache)
+
+
+def test_epilogue_changes_the_simulated_figures():
+    design = _design(layers=LAYERS[:1])
+    bare = dataclasses.replace(LAYERS[0], epilogue=())
+    with_bias, _ = ys.simulate_design(LAYERS[:1], [1], design, cache=ys.SimCache())
+    without, _ = ys.simulate_design([bare], [1], design, cache=ys.SimCache())
+    assert with_bias.energy_pj > without.energy_pj
+
+
+def test_area_is_the_analytic_models(scored):
+    design, y = scored
+    for layer, mapping in zip(LAYERS, design.mappings()):
+        assert y.area_mm2 == pytest.approx(float(exact(layer, HW, mapping).area_mm2), rel=1e-6)
+    assert y.plain.area_mm2 == y.area_mm2
+    bigger = dataclasses.replace(HW, sp_kb=64)
+    assert ys.hardware_area_mm2(bigger) > y.area_mm2
+
+
+def test_buffers_grow_to_hold_the_lowered_program():
+    """A mapping the model fits in 1 KiB whose DIM-wide rows need more: the simulated
+    hardware is the design's with the scratchpad grown (in sram_step_kb steps) to hold it."""
+    whole_layer_at_scratchpad = Mapping.from_timeloop(
+        "L3[WIO] N1 - L2[WI] R3 S3 P6 Q5 C5 K9 - L1[O] N1 - L0[W] N1", stages=1)
+    tiny = HardwareConfig(pe_rows=8, pe_cols=8, sp_kb=1, acc_kb=1)
+    layer = LAYERS[0]
+    with pytest.raises(InfeasibleError, match="the scratchpad has 128 rows"):
+        lower(layer, whole_layer_at_scratchpad, tiny, epilogue=("bias", "relu"))
+    stick, (sim,) = ys.simulate_design([layer], [1], design_of(tiny, [whole_layer_at_scratchpad]),
+                                       sram_step_kb=0.5, cache=ys.SimCache())
+    assert stick.grown and stick.hardware.acc_kb == tiny.acc_kb
+    assert stick.hardware.sp_kb > tiny.sp_kb and (stick.hardware.sp_kb / 0.5).is_integer()
+    low = lower(layer, whole_layer_at_scratchpad, stick.hardware, epilogue=("bias", "relu"))
+    smaller = dataclasses.replace(stick.hardware, sp_kb=stick.hardware.sp_kb - 0.5)
+    with pytest.raises(InfeasibleError):
+        lower(layer, whole_layer_at_scratchpad, smaller, epilogue=("bias", "relu"))
+    assert sim.cycles == run(low.trace, stick.hardware, functional=False).cycles
+
+
+def test_a_layer_that_cannot_be_lowered_is_named():
+    too_wide = Mapping.from_timeloop(
+        "L3[WIO] C20 - L2[WI] K11X - L1[O] N1 - L0[W] P13", stages=1)   # 11 > 8 PE columns
+    design = design_of(HW, [_design().mappings()[0], too_wide])
+    with pytest.raises(InfeasibleError, match=r"layer 1 \(gemm\)"):
+        ys.simulate_design(LAYERS, COUNTS, design, cache=ys.SimCache())
+
+
+def test_templates_without_a_simulator_say_why():
+    eyeriss = HardwareConfig.preset("eyeriss")
+    why = ys.simulation_unsupported(eyeriss)
+    assert why is not None and "Gemmini" in why
+    with pytest.raises(ConfigError, match="simulated yardstick"):
+        ys.simulate_design(LAYERS[:1], [1], dataclasses.replace(_design(LAYERS[:1]),
+                                                                hw=eyeriss))
+    assert ys.simulation_unsupported(HW) is None
+    # The yardsticks it has are still given; the others are None, with the reason.
+    layer = LAYERS[1]
+    mapping = Mapping.random(layer, eyeriss, np.random.default_rng(0))
+    y = ys.yardsticks([layer], [2], design_of(eyeriss, [mapping]), cache=ys.SimCache())
+    doc = json.loads(json.dumps(y.to_dict()))
+    assert doc["plain"]["edp"] > 0 and doc["simulated"] is None
+    assert doc["instruction_aware"] is None
+    assert "Gemmini" in doc["unavailable"]["simulated"] and doc["layers"] == []
+
+
+def test_batched_runs_agree_with_one_by_one(monkeypatch):
+    """Eight traces of similar length go through one vmapped run; figures are unchanged."""
+    layers = [Layer.gemm(M=m, K_red=16, N_out=16, epilogue=("relu",)) for m in range(9, 17)]
+    mappings = [Mapping.from_timeloop(f"L3[WIO] K2 - L2[WI] C2 K8X - L1[O] C8X - L0[W] P{m}",
+                                      stages=2) for m in range(9, 17)]
+    design = design_of(HW, mappings)
+    counts = list(range(1, 9))
+    single, single_layers = ys.simulate_design(layers, counts, design, cache=ys.SimCache(),
+                                               batch=1)
+    calls = []
+    real = ys.run_batch
+
+    def spy(traces, *args, **kwargs):
+        calls.append(len(traces))
+        return real(traces, *args, **kwargs)
+
+    monkeypatch.setattr(ys, "run_batch", spy)
+    batched, batched_layers = ys.simulate_design(layers, counts, design, cache=ys.SimCache(),
+                                                 batch=8)
+    assert calls == [8]
+    assert batched == single and batched_layers == single_layers
