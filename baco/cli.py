@@ -3,49 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import os
 import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
+from baco.interrupts import raising_on_signals
 from workloads.errors import BacoError
 
 EXIT_BAD_INPUT = 2
-INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Signals that end a command the way Ctrl-C does: exit status 128 + the signal's number
-(130, 143), after the command's own clean-up (checkpoints stay, nothing half-written)."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM, raised in the main thread so that a long job unwinds through its
-    ``finally`` blocks (progress bars, worker pools, temporary files) like Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into `Interrupted` for the command's duration (whatever the
-    parent set them to: a background job inherits SIGINT ignored), then restore them."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_interrupted(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, raise_interrupted) for s in INTERRUPT_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _cmd_workloads_list(args: argparse.Namespace) -> int:
@@ -126,17 +94,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_rtl(args: argparse.Namespace) -> int:
-    from baco.rtl_validation import validate_rtl
+    from baco.rtl_validation import MAX_SKIPPED_FRACTION, exit_status, validate_rtl
 
-    report = validate_rtl(args.file, args.predictor, model=args.model, limit=args.limit,
-                          held_out_fraction=args.holdout, split_seed=args.split_seed)
+    report = validate_rtl(args.file, args.predictor, model=args.model, hardware=args.hardware,
+                          limit=args.limit, held_out_fraction=args.holdout,
+                          split_seed=args.split_seed)
+    status = exit_status(report)
+    listed = report.pop("skipped_rows")
     if args.json:
+        if args.verbose:
+            report["skipped_rows"] = listed
         print(json.dumps(report))
-        return 0
-    print(f"{report['rows']} rows of {args.file}, predictor {args.predictor}")
+        return status
+    print(f"{report['rows']} of {report['rows_total']} rows of {args.file}, predictor "
+          f"{args.predictor}, hardware {report['hardware']}")
     for split in ("all", "train", "held_out"):
         figures = report if split == "all" else report.get(split)
-        if figures:
+        if figures and figures["pearson"] is not None:
             print(f"  {split:8s} rows {figures['rows']:5d}  pearson {figures['pearson']:.3f}  "
                   f"pearson_log {figures['pearson_log']:.3f}  spearman {figures['spearman']:.3f}"
                   f"  mape {100 * figures['mape']:.1f}%  pairwise "
@@ -145,7 +119,20 @@ def _cmd_validate_rtl(args: argparse.Namespace) -> int:
     if "split" in report:
         print(f"  (held_out: {100 * args.holdout:.0f}% of the layers, seed {args.split_seed}; "
               "pairwise accuracy and top-k recall within each layer)")
-    return 0
+    if "residual_kept" in report:
+        kept = report["residual_kept"]
+        print(f"  residual kept (ensemble agreement): mean {kept['mean']:.3f}, min "
+              f"{kept['min']:.3f}, {kept['rows_below_half']} rows below half")
+    if report["skipped"]:
+        counts = ", ".join(f"{reason}: {n}" for reason, n in sorted(report["skipped"].items()))
+        print(f"  skipped {len(listed)} rows ({100 * report['skipped_fraction']:.1f}%; "
+              f"more than {100 * MAX_SKIPPED_FRACTION:.0f}% fails the check): {counts}"
+              + ("" if args.verbose else " (--verbose lists them)"))
+        if args.verbose:
+            for item in listed:
+                print(f"    row {item['row']} (line {item['line']}): {item['reason']}: "
+                      f"{item['error']}")
+    return status
 
 
 _COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate", "baco.cli_reproduce",
@@ -232,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="PATH", default=None,
                    help="surrogate checkpoint folder (from `baco surrogate train`; default: none, "
                    "required by --predictor hybrid)")
+    p.add_argument("--hardware", metavar="PRESET", default=None,
+                   help="evaluate every row on this hardware preset (e.g. gemmini_default, the "
+                   "chip DOSA's RTL ran on) instead of the row's arch columns (default: each "
+                   "row's arch columns; the simulator's 16x16 array)")
     p.add_argument("--holdout", type=float, default=0.2,
                    help="also report this fraction of the layers apart (the split `baco "
                    "surrogate train` holds out with the same seed)")
@@ -239,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None,
                    help="only the first N rows (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--verbose", action="store_true",
+                   help="list the skipped rows (row index, reason, error); rows that cannot "
+                   "be evaluated are skipped and counted, and the exit status is 1 when more "
+                   "than 10%% of the rows are skipped")
     p.set_defaults(func=_cmd_validate_rtl)
 
     for module in _COMMAND_MODULES:
@@ -258,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status (0 done, 1 a check failed, 2 bad input, 130/143
     interrupted by SIGINT/SIGTERM)."""
     args = build_parser().parse_args(argv)
-    with _signals_interrupt():
+    with raising_on_signals():
         try:
             return args.func(args)
         except BacoError as exc:

@@ -52,7 +52,11 @@ def _cmd_surrogate_train(args: argparse.Namespace) -> int:
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
         ensemble=args.ensemble, patience=args.patience, rank_weight=args.rank_weight,
         relative_weight=args.relative_weight)
-    _, data = atf.read_dataset(args.data, limit=args.limit, array_dim=args.array_dim)
+    warnings: list[str] = []
+    _, data = atf.read_dataset(args.data, limit=args.limit, array_dim=args.array_dim,
+                               warnings=warnings)
+    for line in warnings:
+        print(f"baco: warning: {line}", file=sys.stderr)
     held = (atf.split_by_group(data.group, args.holdout, args.split_seed)
             if args.holdout > 0 else np.zeros(len(data), bool))
     fit = data.take(np.flatnonzero(~held))

@@ -351,11 +351,32 @@ def start_mappings(rounder: Rounder, hw: HardwareConfig, rng: np.random.Generato
         if not options:
             options = [_outermost(layer, hw, stages or 1)]
         per_layer.append([options[i % len(options)] for i in range(candidates)])
+    per_layer = _exact_candidates(rounder, per_layer)
     designs = [design_of(hw, [opts[i] for opts in per_layer]) for i in range(candidates)]
     metrics = rounder.score(designs)                                   # [cand, layer]
     edp = np.where(np.isfinite(metrics.edp) & (metrics.overflow <= 1e-6), metrics.edp, np.inf)
     pick = np.argmin(edp, axis=0)
     return [per_layer[b][int(pick[b])] for b in range(len(per_layer))], candidates
+
+
+def _exact_candidates(rounder: Rounder, per_layer: list[list[Mapping]]
+                      ) -> list[list[Mapping]]:
+    """The candidates with factors that multiply to each layer's dims exactly, as the search
+    space has them: Gemmini's tiler covers a dim with padded edge tiles (more than the dim),
+    which is rounded to the nearest exact tiling (`Rounder.round_factors`); an exact mapping
+    is its own rounding."""
+    dims = np.asarray(rounder.dims)
+    out = [list(options) for options in per_layer]
+    for i in range(len(per_layer[0]) if per_layer else 0):
+        maps = [options[i] for options in per_layer]
+        if all(((m.temporal * m.spatial).prod(axis=0) == d).all() for m, d in zip(maps, dims)):
+            continue
+        temporal, spatial = rounder.round_factors(
+            np.log(np.stack([m.temporal for m in maps]).astype(np.float64))[None],
+            np.log(np.stack([m.spatial for m in maps]).astype(np.float64))[None])
+        for b, m in enumerate(maps):
+            out[b][i] = dataclasses.replace(m, temporal=temporal[0, b], spatial=spatial[0, b])
+    return out
 
 
 def _outermost(layer: Any, hw: HardwareConfig, stages: int) -> Mapping:
@@ -497,8 +518,9 @@ class _Search:
                 self.best, self.best_edp = design, float(edp)
                 self.history.append((self.samples, self.seconds(), self.best_edp))
 
-    def _new_start(self, slot: int) -> tuple[relax.RelaxedPoint, Any]:
-        """Draw start number `self.next_start` into `slot`; charges its samples."""
+    def _draw_start(self) -> tuple[HardwareConfig, list[Mapping]]:
+        """Start number `self.next_start`: random hardware and the best start mapping of each
+        layer on it, scored exactly (kept if best); charges its samples."""
         cfg = self.config
         start_id = self.next_start
         self.next_start += 1
@@ -512,14 +534,30 @@ class _Search:
                                         cfg.max_acc_kb, cfg.area_budget_mm2, cfg.sram_step_kb)
         mappings, cost = start_mappings(self.rounder, hw, rng, cfg.start_mappings)
         self.samples += cost
-        # The start itself is a design (on its random hardware): score it, keep it if best.
+        # The start itself is a design: its mappings on the hardware they infer (min_hw and
+        # free: the smallest that holds them, padded rows included when instruction-aware,
+        # as every rounded design's), else on the random one; score it, keep it if best.
         design = design_of(hw, mappings)
+        if cfg.hw_mode != "fixed":
+            try:
+                design = self.rounder.finish(*(np.stack([getattr(m, k) for m in mappings])[None]
+                                               for k in ("temporal", "spatial", "order",
+                                                         "stages")))[0]
+            except InfeasibleError:
+                pass                # scored on its random hardware (rejected if it overflows)
         edp = network_edp(self.rounder.score([design]), self.counts)[0]
         self.samples += 1
         try:
             self._consider([design], edp)
         except InfeasibleError:     # a layer with no fitting candidate: descent will fix it
             pass
+        return hw, mappings
+
+    def _new_start(self, slot: int) -> tuple[relax.RelaxedPoint, Any]:
+        """Draw a start (`_draw_start`) into `slot`, as the relaxed point descent moves."""
+        cfg = self.config
+        start_id = self.next_start
+        hw, mappings = self._draw_start()
         theta = relaxed_from_mappings(self.space, mappings, cfg.init_softness, hw)
         theta = jax.tree_util.tree_map(jnp.asarray, theta)
         state = make_optimizer(self.settings).init(theta)
@@ -545,7 +583,7 @@ class _Search:
     def step_round(self) -> bool:
         """One round of the current phase; False when the budget is spent."""
         if self.phase == "descent":
-            if self._descent_round():
+            if self._descent_round() if self.config.descent else self._starts_round():
                 self.round += 1
                 return True
             self.phase = "refine"
@@ -553,6 +591,16 @@ class _Search:
             return False
         self.round += 1
         return True
+
+    def _starts_round(self) -> bool:
+        """``descent: false``: one round of ``starts`` exactly scored starts and no gradient
+        steps; False when the descent's share of the budget is spent."""
+        cost = self.config.start_mappings + 1
+        drawn = 0
+        while drawn < self.config.starts and self.descent_budget - self.samples >= cost:
+            self._draw_start()
+            drawn += 1
+        return drawn > 0
 
     def _descent_round(self) -> bool:
         """Plan, descend, round and score one round of every start; False when the descent's

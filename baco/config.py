@@ -89,6 +89,11 @@ class CodesignConfig:
     neighbours per layer and round around the best design, on the layers the importance
     scheduler picks (`baco.refine`).
 
+    Descent (``descent``; default on): with ``descent: false`` the first part of the budget
+    goes to exactly scored starts only (the same random hardware and tiler / random-pruned
+    start mappings, no gradient steps), then refinement as usual: the yardstick of what
+    gradient descent adds (`experiments/bench/codesign_ablation.py`).
+
     Instruction awareness (``instruction_aware``): the PE array runs DIM x DIM blocks, so a
     layer whose spatial C or K factor is below DIM pays for the padded rows and columns in
     compute energy and buffer rows (`baco.instructions`); the search sees it, and the score
@@ -131,6 +136,7 @@ class CodesignConfig:
     predictor: str = "analytic"
     model: str | None = None
     area_budget_mm2: float | None = None
+    descent: bool = True
 
     def __post_init__(self) -> None:
         if self.predictor not in _PREDICTORS:

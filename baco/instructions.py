@@ -16,6 +16,13 @@ it pads the spatial factor up to the fan-out, scaling the layer's dim by the sam
 runs the unchanged model on that padded nest; the DRAM level's accesses come from the unpadded
 nest. The same function serves relaxed (continuous) and exact (integer) points.
 
+Instructions also pay for each load: every DRAM tile an ``mvin`` brings in costs the DMA's
+fixed round trip (the template's ``latency_cycles``, the simulator's constants as data) on top
+of its bytes, and the first tile's load is not hidden by compute. The aware model therefore
+scores latency with `perfmodels.latency`'s per-load term on (``load_latency``): with S
+pipeline stages, S - 1 loads are in flight and hide that latency (ALCOP's model). The plain
+model leaves it out, as Timeloop does.
+
 >>> from accel.arch import HardwareConfig
 >>> from accel.mapping import Mapping
 >>> from workloads.layer import Layer
@@ -102,7 +109,10 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
 
     The padded nest gives compute, register and buffer terms and the footprints; the DRAM
     level's reads and updates come from the real nest. Cycles, energy and EDP are recombined
-    through the model's own `latency` and `energy` functions.
+    through the model's own `latency` and `energy` functions, with the per-load latency on
+    (``load_latency``: each tile load pays the template's DMA set-up and round trip, and the
+    pipeline its fill, so stages beyond double buffering can hide it; see
+    `perfmodels.latency`). Not `aware` is the plain, Timeloop-equivalent model.
     """
     if not aware:
         return model_evaluate(template, layer, hwp, m)
@@ -116,7 +126,7 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         reads=acc_pad.reads.at[top].set(acc_real.reads[top]),
         updates=acc_pad.updates.at[top].set(acc_real.updates[top]),
         fills=acc_pad.fills.at[top].set(acc_real.fills[top]))
-    lat = latency(template, acc, padded_m, lv)
+    lat = latency(template, acc, padded_m, lv, load_latency=True)
     en = energy(template, acc, lv)
     groups = layer.groups
     cycles, energy_pj = lat.cycles * groups, en.energy_pj * groups

@@ -76,12 +76,14 @@ def _say(message: str, enabled: bool) -> None:
         Console(stderr=True).print(message, highlight=False)
 
 
-def judge(result: CodesignResult, sram_step_kb: float) -> Yardsticks:
+def judge(result: CodesignResult, config: ExperimentConfig) -> Yardsticks:
     """Any search's design on the three yardsticks (`baco.yardsticks`), by the same code for
-    every method; simulated layers are cached, so a design judged twice is simulated once."""
+    every method and within the run's area budget; simulated layers are cached, so a design
+    judged twice is simulated once."""
     design = design_of(result.hardware, [r.mapping for r in result.layers])
     return yardsticks([r.layer for r in result.layers], [r.count for r in result.layers],
-                      design, sram_step_kb=sram_step_kb)
+                      design, sram_step_kb=config.codesign.sram_step_kb,
+                      area_budget_mm2=config.codesign.area_budget_mm2)
 
 
 def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:
@@ -135,6 +137,9 @@ def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, op
     params = inspect.signature(fn).parameters
     if "hardware" in params and "hardware" not in kwargs:
         kwargs["hardware"] = config.hardware_config()
+    budget = config.codesign.area_budget_mm2
+    if budget is not None and "area_budget_mm2" in params:
+        kwargs.setdefault("area_budget_mm2", budget)    # the same area budget as BACO's
     try:
         inspect.signature(fn).bind(network, **kwargs)
     except TypeError as exc:
@@ -248,7 +253,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     for name, res in [("baco", result), *found.items()]:
         _say(f"{name}: judging its design on the three yardsticks (simulating "
              f"{len(res.layers)} layers)", progress)
-        judged[name] = judge(res, config.codesign.sram_step_kb)
+        judged[name] = judge(res, config)
     document = results_document(config, result, found, judged)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
@@ -300,11 +305,10 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     `judged` holds the methods' `Yardsticks` if already computed (by name, ``"baco"`` for
     the co-design).
     """
-    step = config.codesign.sram_step_kb
     judged = dict(judged or {})
     for name, res in [("baco", result), *found.items()]:
         if name not in judged:
-            judged[name] = judge(res, step)
+            judged[name] = judge(res, config)
     headline = "instruction_aware" if config.codesign.instruction_aware else "plain"
     mine = judged["baco"]
 
@@ -320,6 +324,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     doc["history"] = _history(result)
     doc["name"] = config.name
     doc["edp_yardstick"] = headline
+    doc["area_budget_mm2"] = config.codesign.area_budget_mm2
     doc["scorer"] = "instruction_aware" if headline == "instruction_aware" else "analytic"
     doc["best_edp_at"] = _marks(result)
     doc["simulated_layers"] = [x.to_dict() for x in mine.layers]
@@ -372,8 +377,10 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
 
     rows = [("baco", document), *document["baselines"].items()]
     width = max(len(name) for name, _ in rows) + 2
+    budget = document.get("area_budget_mm2")
     lines = [f"{document['name']}: EDP in cycles*pJ on each yardstick (simulated: the emitted "
-             "programs on the simulator)",
+             "programs on the simulator)"
+             + (f"; area budget {budget:g} mm2" if budget is not None else ""),
              "  " + "method".ljust(width) + "".join(f"{title:>14s}" for _, title in
                                                    SUMMARY_YARDSTICKS)
              + "   area mm2   samples  hardware"]

@@ -31,6 +31,7 @@ class LayerSimulation:
     name: str
     config: str
     macs: int
+    count: int = 1
     instructions: int = 0
     sim_cycles: int = 0
     model_cycles: float = 0.0
@@ -78,7 +79,7 @@ def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0
         entry = result.layers[i]
         layer = entry.layer
         base = LayerSimulation(index=i, name=layer.name or f"layer{i}",
-                               config=layer.config_str(), macs=layer.macs,
+                               config=layer.config_str(), macs=layer.macs, count=entry.count,
                                model_cycles=entry.latency_cycles)
         fused, host = split_epilogue(layer.epilogue)
         base = dataclasses.replace(base, host_ops=host)
@@ -101,14 +102,31 @@ def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0
     return out
 
 
+def disagreement(records: Sequence[LayerSimulation]) -> dict[str, float | None]:
+    """How far the search's own predictor (``model_cycles``, stored in results.json) is from
+    the simulator, over the layers that ran: the network's latency both ways (each unique
+    layer times its count) and the mean absolute percentage error over unique layers,
+    ``|model - sim| / sim`` (None when no layer ran)."""
+    ran = [r for r in records if r.error is None and r.sim_cycles > 0]
+    if not ran:
+        return {"sim_latency_cycles": None, "model_latency_cycles": None,
+                "model_vs_sim_mape": None}
+    return {"sim_latency_cycles": float(sum(r.count * r.sim_cycles for r in ran)),
+            "model_latency_cycles": float(sum(r.count * r.model_cycles for r in ran)),
+            "model_vs_sim_mape": float(np.mean([abs(r.model_cycles - r.sim_cycles)
+                                                / r.sim_cycles for r in ran]))}
+
+
 def report(records: Sequence[LayerSimulation], source: str) -> dict[str, Any]:
-    """The JSON report: per-layer records and totals."""
+    """The JSON report: per-layer records (``name``, ``sim_cycles``, ``model_cycles``...),
+    totals, and the model's disagreement with the simulator (`disagreement`)."""
     return {"source": source, "layers": [r.to_dict() for r in records],
             "all_ok": all(r.ok for r in records),
             "checked": sum(r.checked for r in records),
             "failed": [r.index for r in records if not r.ok],
             "sim_cycles": sum(r.sim_cycles for r in records),
-            "instructions": sum(r.instructions for r in records)}
+            "instructions": sum(r.instructions for r in records),
+            **disagreement(records)}
 
 
 def main_simulate(path: str, check: bool, seed: int, layers: Sequence[int] | None,
@@ -141,7 +159,8 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
     from rich.table import Table
 
     table = Table(title="simulated layers")
-    for col in ("#", "layer", "MMAC", "instructions", "sim cycles", "model cycles", "output"):
+    for col in ("#", "layer", "count", "MMAC", "instructions", "sim cycles", "model cycles",
+                "model/sim", "output"):
         table.add_column(col, justify="left" if col in ("layer", "output") else "right")
     for r in records:
         status = (f"error: {r.error}" if r.error else
@@ -149,8 +168,10 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
                   "matches numpy" if r.checked else "not checked")
         if r.host_ops and not r.error:
             status += f" (on the host: {', '.join(r.host_ops)})"
-        table.add_row(str(r.index), r.name, f"{r.macs / 1e6:.1f}", str(r.instructions),
-                      str(r.sim_cycles), f"{r.model_cycles:.0f}", status)
+        ratio = f"{r.model_cycles / r.sim_cycles:.2f}" if r.sim_cycles else "-"
+        table.add_row(str(r.index), r.name, str(r.count), f"{r.macs / 1e6:.1f}",
+                      str(r.instructions), str(r.sim_cycles), f"{r.model_cycles:.0f}", ratio,
+                      status)
     Console(width=max(Console().width, 120)).print(table)
     bad = [r for r in records if not r.ok]
     total = sum(r.sim_cycles for r in records)
@@ -158,6 +179,12 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
         f"{len(bad)} layer(s) failed" if bad else "outputs not checked (use --check)")
     print(f"{len(records)} layers, {total} simulated cycles (one run of each unique layer); "
           f"{verdict}")
+    gap = disagreement(records)
+    if gap["model_vs_sim_mape"] is not None:
+        ratio = gap["model_latency_cycles"] / gap["sim_latency_cycles"]
+        print(f"the search's model vs the simulator: network latency "
+              f"{gap['model_latency_cycles']:.4g} vs {gap['sim_latency_cycles']:.4g} cycles "
+              f"(model/sim {ratio:.2f}); per-layer MAPE {100 * gap['model_vs_sim_mape']:.1f}%")
 
 
 __all__ = ["LayerSimulation", "load_result", "main_simulate", "report", "simulate_result"]

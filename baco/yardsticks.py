@@ -584,14 +584,16 @@ def _aware_unsupported(hw: HardwareConfig) -> str | None:
 
 
 def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design, *,
-               sram_step_kb: float = 1.0, cache: SimCache | None = None,
+               sram_step_kb: float = 1.0, area_budget_mm2: float | None = None,
+               cache: SimCache | None = None,
                timing_table: TimingTable | None = None, batch: int | None = None,
                progress: Callable[[int, int, str], None] | None = None) -> Yardsticks:
     """The design's ``plain``, ``instruction_aware`` and ``simulated`` yardsticks and the area
     of its hardware (`Yardsticks`; ``.to_dict()`` for JSON).
 
     ``plain`` and ``instruction_aware`` are `baco.rounding.common_score` with ``aware`` False
-    and True; ``simulated`` is `simulate_design` (`cache`, `timing_table`, `batch` and
+    and True (buffers grown for padded rows only within `area_budget_mm2`, if given);
+    ``simulated`` is `simulate_design` (`cache`, `timing_table`, `batch` and
     `progress` go there). ``area_mm2`` is the template's area model for ``design.hw``; each
     yardstick also carries the hardware it scored and that hardware's area. A yardstick the
     template does not support (instruction awareness needs DIM x DIM array axes, the simulator
@@ -605,7 +607,7 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     aware = None
     why = _aware_unsupported(design.hw)
     if why is None:
-        s = common_score(layers, counts, design, True, sram_step_kb)
+        s = common_score(layers, counts, design, True, sram_step_kb, area_budget_mm2)
         aware = Yardstick(edp=s.edp, latency_cycles=s.latency_cycles, energy_pj=s.energy_pj,
                           hardware=s.design.hw, area_mm2=hardware_area_mm2(s.design.hw),
                           grown=s.design.hw != design.hw)

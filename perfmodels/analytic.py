@@ -117,12 +117,17 @@ class Metrics(NamedTuple):
     fanout_excess: Any
 
 
-def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays) -> Metrics:
+def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
+             load_latency: bool = False) -> Metrics:
     """Latency, energy, EDP, area and feasibility of one mapping (pure; jit with static
-    `template`; grad-safe in every float input)."""
+    `template` and `load_latency`; grad-safe in every float input).
+
+    `load_latency` charges every tile load the template's fixed ``latency_cycles`` and the
+    pipeline's fill (`perfmodels.latency`); off (the default) is the Timeloop-equivalent
+    roofline that ``baco validate timeloop`` checks."""
     lv = level_arrays(template, hwp)
     acc: Accesses = accesses(template, layer, m)
-    lat = latency(template, acc, m, lv)
+    lat = latency(template, acc, m, lv, load_latency)
     en = energy(template, acc, lv)
     groups = layer.groups
     cycles = lat.cycles * groups
@@ -151,11 +156,12 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     )
 
 
-@functools.partial(fast_jit, static_argnums=0)
+@functools.partial(fast_jit, static_argnums=(0, 4))
 def evaluate_batch(template: Template, layers: LayerArrays, hwps: HwParams,
-                   mappings: MappingArrays) -> Metrics:
+                   mappings: MappingArrays, load_latency: bool = False) -> Metrics:
     """`evaluate` over a leading batch axis of layers, hardware and mappings (all batched)."""
-    return jax.vmap(functools.partial(evaluate, template))(layers, hwps, mappings)
+    return jax.vmap(functools.partial(evaluate, template, load_latency=load_latency))(
+        layers, hwps, mappings)
 
 
 # --------------------------------------------------------------------------- packing
@@ -203,15 +209,20 @@ def _pad(items: Sequence[Any], size: int) -> list[Any]:
     return list(items) + [items[-1]] * (size - len(items))
 
 
-def exact(layer: Layer, hw: HardwareConfig, mapping: Mapping, check: bool = True) -> Metrics:
-    """Score a discrete mapping; with `check`, `Mapping.validate` runs first (and raises)."""
-    return jax.tree_util.tree_map(lambda x: x[0], exact_batch([layer], hw, [mapping], check))
+def exact(layer: Layer, hw: HardwareConfig, mapping: Mapping, check: bool = True,
+          load_latency: bool = False) -> Metrics:
+    """Score a discrete mapping; with `check`, `Mapping.validate` runs first (and raises).
+    `load_latency` as in `evaluate`."""
+    return jax.tree_util.tree_map(lambda x: x[0], exact_batch([layer], hw, [mapping], check,
+                                                              load_latency))
 
 
 def exact_batch(layers: Sequence[Layer], hws: HardwareConfig | Sequence[HardwareConfig],
-                mappings: Sequence[Mapping], check: bool = True) -> Metrics:
+                mappings: Sequence[Mapping], check: bool = True,
+                load_latency: bool = False) -> Metrics:
     """Score many (layer, hardware, mapping) triples of one template in one vmapped call
-    (padded to a `bucket` size); with `check`, every mapping is validated first."""
+    (padded to a `bucket` size); with `check`, every mapping is validated first.
+    `load_latency` as in `evaluate`."""
     if isinstance(hws, HardwareConfig):
         hws = [hws] * len(layers)
     if not len(layers) == len(hws) == len(mappings):
@@ -227,5 +238,6 @@ def exact_batch(layers: Sequence[Layer], hws: HardwareConfig | Sequence[Hardware
             m.validate(layer, hw)
     size = bucket(len(layers))
     out = evaluate_batch(templates.pop(), stack_layers(_pad(layers, size)),
-                         stack_hw(_pad(list(hws), size)), stack_mappings(_pad(mappings, size)))
+                         stack_hw(_pad(list(hws), size)), stack_mappings(_pad(mappings, size)),
+                         bool(load_latency))
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[:len(layers)], out)

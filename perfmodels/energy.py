@@ -4,17 +4,25 @@ Energy per access comes from the template (DOSA's 40 nm fits for Gemmini, see
 `accel.arch`); every read, update and fill of a tensor a level keeps counts one access of one
 word. Area is the template's documented per-KiB figure times the capacity of every instance
 plus a per-PE figure times the PEs; it is an estimate for comparing designs, not calibrated.
+`hardware_area_mm2` is that formula for any hardware (relaxed or discrete); every search's
+area budget uses it (`area_excess`, the relaxed penalty; `config_area_mm2`, the hard checks;
+`check_area_budget`, the config check against `smallest_area_mm2`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, LevelArrays, Template, level_arrays
 from perfmodels.accesses import Accesses
+from workloads.errors import ConfigError
 
 
 class Energy(NamedTuple):
@@ -46,35 +54,22 @@ def hardware_area_mm2(template: Template, hwp: HwParams, xp: Any = jnp) -> Any:
 
 def config_area_mm2(hw: HardwareConfig) -> float:
     """The template's area model for one `HardwareConfig`, as a float (numpy, no tracing)."""
-    import numpy as np
     return float(hardware_area_mm2(hw.template_spec, hw.to_params(), np))
 
 
 def areas_mm2(hw: HardwareConfig, pe_rows: Any, pe_cols: Any, sp_kb: Any, acc_kb: Any) -> Any:
-    """Areas of many variants of `hw` (the four sizes as equal-length arrays; other fields
+    """Areas of many variants of `hw` (the four sizes as arrays of one shape; its other fields
     kept), vectorized: ``[n]`` numpy float64. Used to screen hardware grids and draws."""
-    import numpy as np
-    base = hw.to_params()
-    template = hw.template_spec
     arrays = [np.asarray(x, np.float32).reshape(-1) for x in (pe_rows, pe_cols, sp_kb, acc_kb)]
     if arrays[0].size == 0:
         return np.zeros(0)
-    out = _areas_jit(template, base, *arrays)
-    return np.asarray(out, np.float64)
+    return np.asarray(_areas(hw.template_spec, hw.to_params(), *arrays), np.float64)
 
 
+@functools.partial(jax.jit, static_argnums=(0,))
 def _areas(template: Template, base: HwParams, rows: Any, cols: Any, sp: Any, acc: Any) -> Any:
-    import jax
     return jax.vmap(lambda r, c, s, a: hardware_area_mm2(
         template, base._replace(pe_rows=r, pe_cols=c, sp_kb=s, acc_kb=a)))(rows, cols, sp, acc)
-
-
-def _jit_areas() -> Any:
-    import jax
-    return jax.jit(_areas, static_argnums=(0,))
-
-
-_areas_jit = _jit_areas()
 
 
 def smallest_area_mm2(hw: HardwareConfig, sram_step_kb: float = 1.0) -> float:
@@ -99,9 +94,6 @@ def check_area_budget(area_budget_mm2: float | None, hw: HardwareConfig,
     """A `ConfigError` (one line, naming `field` and the smallest feasible area) if the
     budget is not a positive number at least the template's smallest design
     (`smallest_area_mm2`), or, with `fixed` hardware, below that hardware's own area."""
-    import math
-
-    from workloads.errors import ConfigError
     if area_budget_mm2 is None:
         return
     smallest = smallest_area_mm2(hw, sram_step_kb)

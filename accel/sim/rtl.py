@@ -15,7 +15,11 @@ channel block (many at 1.00x, including K32X rows: exactly two 16-wide passes), 
 faster than any 16x16 array can, and no honest execution of their tiles on a larger array
 explains them either: we cannot reproduce them. Spatial factors above 16 are folded
 (`fold_spatial`): ``C64X`` becomes 16 PE rows and a temporal loop of 4 at the accumulator level.
-Buffer sizes do not enter the timing model; the chip gets room for every row's tiles.
+Buffer sizes do not enter the timing model; the chip gets room for every row's tiles
+(`LOWERING_ROOM` times the row's buffers, or a hardware preset's: ``parse_row(...,
+hardware=)``, as ``baco validate rtl --hardware gemmini_default`` does). A row whose program
+does not fit even then ends the run, or, with ``prepare_rows(..., failures={})``, is recorded
+and predicted as NaN.
 
 The software. DOSA's ``gemmini-data-collection`` (in ``ucb-bar/gemmini-rocc-tests``:
 ``layers/extract_data_csv.py`` and the ``conv_tilings.c`` / ``matmul_tilings.c`` templates)
@@ -72,7 +76,7 @@ from accel.dosa_csv import integer, number, read_csv
 from accel.mapping import Mapping
 from accel.sim.engine import run_batch
 from accel.sim.timing import TimingTable
-from workloads.errors import ConfigError, InfeasibleError
+from workloads.errors import BacoError, ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
 _R, _S, _P, _Q, _C, _K, _N = range(7)
@@ -95,9 +99,11 @@ class RtlRow:
     acc_kb: float
 
 
-def parse_row(row: dict[str, str], index: int, source: str = "csv") -> RtlRow:
+def parse_row(row: dict[str, str], index: int, source: str = "csv",
+              hardware: HardwareConfig | None = None) -> RtlRow:
     """One CSV row. Timeloop pairs P with ``Wstride`` ((P-1)*Wstride + R), `Layer` pairs P
-    with ``Hstride``, so the CSV's W stride becomes the layer's H stride."""
+    with ``Hstride``, so the CSV's W stride becomes the layer's H stride. With `hardware`, the
+    buffers are that configuration's and the row's ``arch.*`` columns are not read."""
     where = f"{source} row {index + 2}"
 
     def positive(key: str, default: float | None = None) -> float:
@@ -116,6 +122,9 @@ def parse_row(row: dict[str, str], index: int, source: str = "csv") -> RtlRow:
         layer = Layer.conv2d(**dims, Hstride=hstride, Wstride=wstride, Hdilation=hdil,
                              Wdilation=wdil, pads=pads, name=where)
     mapping = Mapping.from_timeloop(row.get("mapping.mapping", ""), stages=2)
+    if hardware is not None:
+        return RtlRow(index, layer, mapping, positive("target.gemmini_cycle"),
+                      float(hardware.sp_kb), float(hardware.acc_kb))
     sp_kb = (positive("arch.mem2_depth", 8192.0)
              * positive("arch.mem2_width", 128.0)
              * positive("arch.mem2_instances", 1.0) / 8 / 1024)
@@ -126,9 +135,11 @@ def parse_row(row: dict[str, str], index: int, source: str = "csv") -> RtlRow:
                   acc_kb)
 
 
-def read_rtl_csv(path: str | pathlib.Path, limit: int | None = None) -> list[RtlRow]:
-    """Rows of a DOSA RTL CSV (``target.gemmini_cycle`` and the Timeloop columns)."""
-    return [parse_row(row, i, str(path)) for i, row in read_csv(path, REQUIRED, limit)]
+def read_rtl_csv(path: str | pathlib.Path, limit: int | None = None,
+                 hardware: HardwareConfig | None = None) -> list[RtlRow]:
+    """Rows of a DOSA RTL CSV (``target.gemmini_cycle`` and the Timeloop columns); with
+    `hardware`, every row gets its buffers (`parse_row`)."""
+    return [parse_row(row, i, str(path), hardware) for i, row in read_csv(path, REQUIRED, limit)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,45 +419,65 @@ class RtlModel:
     host_call_cycles: int = 250
 
 
+LOWERING_ROOM = 4
+"""Capacity does not enter the timing model; the lowering pads tiles to DIM-wide rows and
+double-buffers them, so it gets this many times the row's (or the chosen hardware's) buffer
+sizes. A row that does not fit even then is reported as not fitting."""
+
+
 def simulate_rows(rows: Sequence[RtlRow], model: RtlModel | None = None, *, batch: int = 16,
                   dim: int = RTL_DIM, budget_instructions: int = 40000,
-                  progress: Any = None) -> np.ndarray:
-    """Predicted cycles of each row (timing only), in row order."""
+                  progress: Any = None,
+                  failures: dict[int, Exception] | None = None) -> np.ndarray:
+    """Predicted cycles of each row (timing only), in row order. With `failures` (a dict),
+    a row that cannot be lowered is recorded there (row position -> the error) and predicted
+    as NaN instead of ending the run (`prepare_rows`)."""
     jobs, plans = prepare_rows(rows, dim=dim, budget_instructions=budget_instructions,
-                               progress=progress)
+                               progress=progress, failures=failures)
     return run_jobs(jobs, plans, model, batch=batch, progress=progress)
 
 
 def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
                  budget_instructions: int = 40000, gemm_blocks: bool = False,
-                 progress: Any = None) -> tuple[list, list[RowPlan]]:
+                 progress: Any = None, failures: dict[int, Exception] | None = None
+                 ) -> tuple[list, list[RowPlan | None]]:
     """Lower every row's problems once: ``(jobs, plans)`` for `run_jobs` (so the timing
     constants can be swept without lowering again). A job is ``(row position, problem
-    position, kind, hardware, trace arrays)``."""
+    position, kind, hardware, trace arrays)``.
+
+    A row whose program does not fit the chip (`LOWERING_ROOM` times its buffers) raises a
+    `ConfigError` naming it; with `failures` (a dict) it is recorded there instead (position
+    -> the `InfeasibleError`, or whatever `BacoError` its planning or lowering raised), its
+    plan is None and it has no jobs."""
     from accel.lower import lower
 
     jobs, plans = [], []
     for pos, row in enumerate(rows):
-        # Capacity does not enter the timing model; the lowering pads tiles to DIM-wide rows
-        # and double-buffers them, so give it room beyond the Timeloop buffer sizes.
-        hw = rtl_chip(4 * row.sp_kb, 4 * row.acc_kb, dim)
+        hw = rtl_chip(LOWERING_ROOM * row.sp_kb, LOWERING_ROOM * row.acc_kb, dim)
         real = rtl_chip(row.sp_kb, row.acc_kb, dim)
-        plan = plan_row(row.layer, row.mapping, dim, budget_instructions, gemm_blocks,
-                        int(real.sp_kb * 1024) // dim, int(real.acc_kb * 1024) // (4 * dim))
-        plans.append(plan)
-        for k, (layer, mapping) in enumerate(plan.problems):
-            try:
+        row_jobs = []
+        try:
+            plan = plan_row(row.layer, row.mapping, dim, budget_instructions, gemm_blocks,
+                            int(real.sp_kb * 1024) // dim, int(real.acc_kb * 1024) // (4 * dim))
+            for k, (layer, mapping) in enumerate(plan.problems):
                 low = lower(layer, mapping, hw, macro=plan.macro, check=False)
-            except InfeasibleError as exc:
-                raise ConfigError(f"{row.layer.name}: the program does not fit the chip: "
-                                  f"{exc}") from None
-            arrays = low.trace.as_arrays()
-            if plan.kind == "calls":  # the call alone, and twice back to back
-                jobs.append((pos, 2 * k, plan.kind, hw, arrays))
-                jobs.append((pos, 2 * k + 1, plan.kind, hw,
-                             tuple(np.concatenate([a, a]) for a in arrays)))
-            else:
-                jobs.append((pos, k, plan.kind, hw, arrays))
+                arrays = low.trace.as_arrays()
+                if plan.kind == "calls":  # the call alone, and twice back to back
+                    row_jobs.append((pos, 2 * k, plan.kind, hw, arrays))
+                    row_jobs.append((pos, 2 * k + 1, plan.kind, hw,
+                                     tuple(np.concatenate([a, a]) for a in arrays)))
+                else:
+                    row_jobs.append((pos, k, plan.kind, hw, arrays))
+        except BacoError as exc:
+            if failures is None:
+                if isinstance(exc, InfeasibleError):
+                    raise ConfigError(f"{row.layer.name}: the program does not fit the chip: "
+                                      f"{exc}") from None
+                raise
+            failures[pos] = exc
+            plan, row_jobs = None, []
+        plans.append(plan)
+        jobs.extend(row_jobs)
         if progress is not None:
             progress(pos + 1, len(rows), "lowered")
     return jobs, plans
@@ -476,9 +507,12 @@ def run_jobs(jobs: list, plans: Sequence[RowPlan], model: RtlModel | None = None
                 progress(done, len(jobs), "simulated")
     out = []
     for pos, plan in enumerate(plans):
+        if plan is None:  # a row `prepare_rows` could not lower
+            out.append(float("nan"))
+            continue
         out.append(plan.combine([cycles[(pos, k)] for k in range(plan.simulations)],
                                 model.host_call_cycles))
-    return np.array(out)
+    return np.array(out, np.float64)
 
 
 def validate_rtl_sim(path: str | pathlib.Path, *, limit: int | None = None,
@@ -506,6 +540,7 @@ def validate_rtl_sim(path: str | pathlib.Path, *, limit: int | None = None,
 
 
 __all__ = [
+    "LOWERING_ROOM",
     "RTL_DIM",
     "RowPlan",
     "RtlModel",

@@ -7,10 +7,10 @@ fixed for ``gemmini_default``/``random_pruned``, the base -- template, DRAM band
 -- for the searches that choose the hardware), the sample budget, and options (for ``baco``,
 `baco.config.CodesignConfig` keys; for a baseline, its keyword arguments).
 
-`score` puts every result on the scorer `baco run` uses (`baco.rounding.common_score`): on a
-Gemmini template the design as DIM x DIM instructions run it (padding counted), on the other
+`score` judges every result as `baco run` does (`baco.yardsticks`): the main yardstick is, on a
+Gemmini template, the design as DIM x DIM instructions run it (padding counted), on the other
 templates (Eyeriss, NVDLA: no Gemmini instructions) the plain analytic model. The plain model's
-figures are kept beside for every design.
+figures are kept beside for every design, and the simulator's for every Gemmini design.
 """
 
 from __future__ import annotations
@@ -146,26 +146,34 @@ def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = Fal
 
 def score(result: Any, network: Any, sram_step_kb: float = 1.0,
           area_budget_mm2: float | None = None) -> dict[str, Any]:
-    """The comparable figures of a result (see the module doc), JSON-able, with the area of
-    the design's hardware (``area_mm2``) and of the hardware the main yardstick scored
+    """The comparable figures of a result (see the module doc), JSON-able: on the main
+    yardstick (``cycles``, ``energy_pj``, ``edp``), the plain one (``*_plain``) and the
+    simulated one (``*_sim``: the design's emitted programs on the simulator, None for
+    templates it does not model), by `baco.yardsticks` as `baco run` judges them; with the
+    area of the design's hardware (``area_mm2``) and of the hardware the main yardstick scored
     (``area_mm2_scored``: instruction-aware scoring may grow buffers, within
     `area_budget_mm2` if given)."""
-    from baco.rounding import common_score, design_of
+    from baco.rounding import design_of
+    from baco.yardsticks import yardsticks
     from perfmodels.energy import config_area_mm2
 
     layers, counts = list(network.layers), [float(c) for c in network.counts]
     design = design_of(result.hardware, [r.mapping for r in result.layers])
-    plain = common_score(layers, counts, design, False, sram_step_kb)
-    aware = result.hardware.template in AWARE_TEMPLATES
-    main = (common_score(layers, counts, design, True, sram_step_kb, area_budget_mm2)
-            if aware else plain)
-    hw = main.design.hw
+    judged = yardsticks(layers, counts, design, sram_step_kb=sram_step_kb,
+                        area_budget_mm2=area_budget_mm2)
+    plain, sim = judged.plain, judged.simulated
+    aware = result.hardware.template in AWARE_TEMPLATES and judged.instruction_aware is not None
+    main = judged.instruction_aware if aware else plain
+    hw = main.hardware
     return {
         "area_mm2": config_area_mm2(result.hardware), "area_mm2_scored": config_area_mm2(hw),
         "scorer": "instruction_aware" if aware else "analytic",
         "cycles": main.latency_cycles, "energy_pj": main.energy_pj, "edp": main.edp,
         "cycles_plain": plain.latency_cycles, "energy_pj_plain": plain.energy_pj,
         "edp_plain": plain.edp,
+        "cycles_sim": None if sim is None else sim.latency_cycles,
+        "energy_pj_sim": None if sim is None else sim.energy_pj,
+        "edp_sim": None if sim is None else sim.edp,
         "hardware": {"template": hw.template, "pe_rows": hw.pe_rows, "pe_cols": hw.pe_cols,
                      "sp_kb": hw.sp_kb, "acc_kb": hw.acc_kb, "name": hw.name},
     }

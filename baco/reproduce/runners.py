@@ -20,6 +20,7 @@ import functools
 import importlib.util
 import json
 import pathlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -167,11 +168,13 @@ class Operators:
                 continue
             per.setdefault((res["suite"], res["method"]), {}).setdefault(res["case"], {})
             slot = per[(res["suite"], res["method"])][res["case"]]
-            for key in ("cycles", "energy_pj", "edp", "edp_plain"):
-                slot.setdefault(key, []).append(res[key])
+            for key in ("cycles", "energy_pj", "edp", "edp_plain", "edp_sim"):
+                if res.get(key) is not None:      # no edp_sim off Gemmini (or in older cases)
+                    slot.setdefault(key, []).append(res[key])
             case_rows.append([res["suite"], res["case"], res["method"], res["seed"],
                               res["scorer"], res["cycles"], res["energy_pj"], res["edp"],
-                              res["edp_plain"], res["samples"], res["hardware"]["pe_rows"],
+                              res["edp_plain"], res.get("edp_sim"), res["samples"],
+                              res["hardware"]["pe_rows"],
                               res["hardware"]["sp_kb"], res["hardware"]["acc_kb"]])
         for cid, res in sorted(results.items()):
             if "infeasible" in res:
@@ -181,8 +184,9 @@ class Operators:
             return {case: {k: geomean(v) for k, v in vals.items()}
                     for case, vals in per.get((suite, label), {}).items()}
 
-        header = ["Benchmark", "Accelerator", "#Cases", "Cycles", "Energy (pJ)", "EDP",
-                  "EDP (plain model)", "seed Cycles", "seed Energy", "seed EDP"]
+        header = ["Benchmark", "Accelerator", "#Cases", "Cycles", "Energy (pJ)",
+                  "EDP (simulated)", "EDP (instr.-aware)", "EDP (plain model)", "seed Cycles",
+                  "seed Energy", "seed EDP"]
         rows, csv_rows, bars, seed_bars = [], [], {lb: [] for lb in labels}, {}
         overall: dict[str, list[float]] = {lb: [] for lb in labels}
         for suite in params.suites:
@@ -196,29 +200,32 @@ class Operators:
                        if common else None)
                 plain = (geomean(mine[c]["edp_plain"] / ref[c]["edp_plain"] for c in common)
                          if common else None)
+                sim = _sim_ratio(mine, ref, common)
                 if common:
                     overall[label] += [mine[c]["edp"] / ref[c]["edp"] for c in common]
                 seed = params.seed_table.get(suite, {}).get(label, [None, None, None])
                 rows.append([suite.upper() if len(suite) <= 4 else suite, label, len(common),
-                             fmt(cyc), fmt(en), ratio(edp), ratio(plain), fmt(seed[0]),
-                             fmt(seed[1]), ratio(seed[2])])
-                csv_rows.append([suite, label, len(common), cyc, en, edp, plain, *seed])
+                             fmt(cyc), fmt(en), ratio(sim), ratio(edp), ratio(plain),
+                             fmt(seed[0]), fmt(seed[1]), ratio(seed[2])])
+                csv_rows.append([suite, label, len(common), cyc, en, edp, plain, sim, *seed])
                 bars[label].append(edp)
                 seed_bars.setdefault(label, []).append(seed[2])
-        rows.append(["all four", "geomean EDP", "", "", "", "", "", "", "", ""])
+        rows.append(["all four", "geomean EDP", "", "", "", "", "", "", "", "", ""])
         for label in labels:
             seed_vals = [v for v in seed_bars.get(label, []) if v]
             seed_geo = geomean(seed_vals) if len(seed_vals) == len(params.suites) else None
-            rows.append(["", label, len(overall[label]), "", "",
+            rows.append(["", label, len(overall[label]), "", "", "",
                          ratio(geomean(overall[label]) if overall[label] else None), "", "",
                          "", ratio(seed_geo)])
         notes = [
             ("Cycles and Energy: geometric means over the cases both this method and "
             f"{params.reference} could map; EDP: geometric mean of the per-case EDP ratio to "
             f"{params.reference} (= the ratio of the geomean cycles x energy, as the seed's)."),
-            ("Scorer: Gemmini designs as DIM x DIM instructions run them (padding counted, "
-            "`baco.rounding.common_score`); Eyeriss/NVDLA on their own analytic templates. "
-            "'EDP (plain model)': every design on the plain analytic model."),
+            ("Yardsticks (`baco.yardsticks`): 'EDP (simulated)': each Gemmini design's "
+            "emitted programs on the simulator (cases where both designs simulate; none off "
+            "Gemmini); 'EDP (instr.-aware)': Gemmini designs as DIM x DIM instructions run "
+            "them (padding counted), Eyeriss/NVDLA on their own analytic templates; 'EDP "
+            "(plain model)': every design on the plain analytic model."),
             f"Cases per suite: {params.cases_per_suite or 'all'} (suite seed "
             f"{params.suite_seed}); search seeds {params.seeds}; budgets: "
             + ", ".join(f"{m.label} {m.search} {m.budget}" for m in params.methods) + ".",
@@ -228,15 +235,24 @@ class Operators:
         text = _write_outputs(out, "Table 6.6: single-operator benchmark", notes, header, rows,
                               ["suite", "method", "cases", "cycles_geomean",
                                "energy_pj_geomean", "edp_ratio", "edp_ratio_plain",
-                               "seed_cycles", "seed_energy", "seed_edp_ratio"], csv_rows)
+                               "edp_ratio_sim", "seed_cycles", "seed_energy",
+                               "seed_edp_ratio"], csv_rows)
         write_atomic(out / "cases.csv", csv_text(
             ["suite", "case", "method", "seed", "scorer", "cycles", "energy_pj", "edp",
-             "edp_plain", "samples", "pe_dim", "sp_kb", "acc_kb"], sorted(case_rows)))
+             "edp_plain", "edp_sim", "samples", "pe_dim", "sp_kb", "acc_kb"],
+            sorted(case_rows, key=lambda row: [str(x) for x in row])))
         from baco.plots import grouped_bars
         _save_plot(grouped_bars([s.upper() for s in params.suites], bars, reference=seed_bars,
                                 title="Table 6.6: EDP relative to " + params.reference),
                    out / "edp_ratio.png")
         return text
+
+
+def _sim_ratio(mine: dict[str, dict[str, float]], ref: dict[str, dict[str, float]],
+               cases: Sequence[str]) -> float | None:
+    """Geomean simulated-EDP ratio over the cases both designs were simulated on."""
+    both = [c for c in cases if "edp_sim" in mine[c] and "edp_sim" in ref[c]]
+    return geomean(mine[c]["edp_sim"] / ref[c]["edp_sim"] for c in both) if both else None
 
 
 # ----------------------------------------------------------------------------- Fig. 6.10 / sweep
@@ -294,6 +310,8 @@ class EndToEnd:
                 cells[(net, label)] = {
                     "edp": geomean(r["edp"] for r in found),
                     "edp_plain": geomean(r["edp_plain"] for r in found),
+                    "edp_sim": (geomean(r["edp_sim"] for r in found)
+                                if all(r.get("edp_sim") is not None for r in found) else None),
                     "cycles": geomean(r["cycles"] for r in found),
                     "energy_pj": geomean(r["energy_pj"] for r in found),
                     "seeds": len(found), "runs": found}
@@ -303,7 +321,8 @@ class EndToEnd:
                n_cases: int) -> str:
         cells, labels = self._table(params, results)
         header = ["Network", "Method", "Seeds", "Cycles", "Energy (pJ)", "EDP (cycles x pJ)",
-                  f"EDP / {params.reference}", "plain-model EDP ratio"]
+                  f"simulated EDP / {params.reference}", f"EDP / {params.reference}",
+                  "plain-model EDP ratio"]
         rows, csv_rows = [], []
         bars: dict[str, list[float | None]] = {lb: [] for lb in labels}
         for net in params.networks:
@@ -312,32 +331,35 @@ class EndToEnd:
                 c = cells.get((net, label))
                 r = c["edp"] / ref["edp"] if c and ref else None
                 rp = c["edp_plain"] / ref["edp_plain"] if c and ref else None
+                rs = (c["edp_sim"] / ref["edp_sim"]
+                      if c and ref and c["edp_sim"] and ref["edp_sim"] else None)
                 bars[label].append(r)
                 rows.append([net, label, c["seeds"] if c else 0,
                              fmt(c["cycles"]) if c else "-", fmt(c["energy_pj"]) if c else "-",
-                             fmt(c["edp"]) if c else "-", ratio(r), ratio(rp)])
+                             fmt(c["edp"]) if c else "-", ratio(rs), ratio(r), ratio(rp)])
                 csv_rows.append([net, label, c["seeds"] if c else 0,
                                  *(c[k] if c else None for k in ("cycles", "energy_pj", "edp")),
-                                 r, rp])
-        geo = ["all networks", "geomean", "", "", "", "", "", ""]
+                                 r, rp, rs])
+        geo = ["all networks", "geomean", "", "", "", "", "", "", ""]
         rows.append(geo)
         for label in labels:
             vals = [v for v in bars[label] if v]
-            rows.append(["", label, "", "", "", "",
+            rows.append(["", label, "", "", "", "", "",
                          ratio(geomean(vals) if len(vals) == len(params.networks) else None),
                          ""])
         notes = [
             (f"EDP: geometric mean over seeds {params.seeds} of each run's final design; "
             "Gemmini designs scored as DIM x DIM instructions run them (padding counted), "
             "Eyeriss/NVDLA on their own analytic templates; the last column puts every design "
-            "on the plain analytic model."),
+            "on the plain analytic model, the simulated column runs each Gemmini design's "
+            "emitted programs on the simulator (`baco.yardsticks`; '-' off Gemmini)."),
             "Budgets: " + ", ".join(f"{m.label} {m.search} {m.budget}"
                                     for m in params.methods) + ".",
             *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
             *_missing_note(n_cases, len(results))]
         text = _write_outputs(out, params.title, notes, header, rows,
                               ["network", "method", "seeds", "cycles", "energy_pj", "edp",
-                               "edp_ratio", "edp_ratio_plain"], csv_rows)
+                               "edp_ratio", "edp_ratio_plain", "edp_ratio_sim"], csv_rows)
         self._plots(params, cells, labels, bars, out)
         return text
 
@@ -509,6 +531,7 @@ class AreaSweep(EndToEnd):
         nets = params.networks
         fig = Figure(figsize=(11.0, 4.2 * len(nets)))
         axes = fig.subplots(len(nets), 2, squeeze=False)
+        fig.subplots_adjust(wspace=0.3, hspace=0.35)
         budgets = [b for b in params.area_budgets_mm2 if b is not None]
         for i, net in enumerate(nets):
             for j, (a_key, e_key, f_key, what) in enumerate((

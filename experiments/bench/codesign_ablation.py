@@ -2,6 +2,12 @@
 
 Variants (each a change of `baco.CodesignConfig` from the experiment config's):
 
+* ``full``: the config as shipped;
+* ``no_descent``: ``descent: false`` -- the descent's share of the budget goes to exactly
+  scored starts (the same random hardware and tiler / random-pruned start mappings), then
+  refinement as usual;
+* ``no_refinement``: ``refine_fraction: 0`` -- the whole budget to starts and descent;
+* ``starts_only``: neither descent nor refinement: the budget spent on scored starts;
 * ``importance``: the config as shipped -- exact refinement rounds go to the layers the
   importance scheduler picks (Eq. 6.7-6.9, abandonment);
 * ``uniform``: importance off -- refinement rounds visit the layers in turn;
@@ -9,12 +15,13 @@ Variants (each a change of `baco.CodesignConfig` from the experiment config's):
   layers move each round);
 * ``agnostic``: instruction awareness off (no DIM x DIM padding in the search).
 
-Every design is scored on the experiment's common scorer (`baco.rounding.common_score`,
-instruction-aware: padding counted) and on the plain analytic model. Prints one JSON object:
-per variant and seed the EDPs, samples and seconds, and per variant the geometric mean EDP.
+Every design is judged on the three yardsticks (`baco.yardsticks`: simulated, instruction-aware,
+plain). Prints one JSON object: per variant and seed the EDPs, samples and seconds, and per
+variant the geometric mean EDP on each yardstick and its ratio to ``full``'s.
 
-    /work/venv/bin/python experiments/bench/codesign_ablation.py \\
-        [--config experiments/configs/resnet50.yaml] [--seeds 0 1 2] [--variants ...]
+    .venv/bin/python experiments/bench/codesign_ablation.py \\
+        [--config experiments/configs/resnet50.yaml] [--seeds 0 1 2] [--variants ...] \\
+        [--budget N]
 """
 
 from __future__ import annotations
@@ -29,13 +36,24 @@ import time
 from baco.codesign import codesign
 from baco.config import ExperimentConfig
 from baco.networks import load_network
-from baco.rounding import common_score, design_of
+from baco.rounding import design_of
+from baco.yardsticks import YARDSTICKS, yardsticks
 
-VARIANTS = ("importance", "uniform", "mask_descent", "agnostic")
+VARIANTS = ("full", "no_descent", "no_refinement", "starts_only", "importance", "uniform",
+            "mask_descent", "agnostic")
+DEFAULT_VARIANTS = ("full", "no_descent", "no_refinement", "starts_only")
 
 
 def variant_config(base, name: str):
     imp = base.importance
+    if name == "full":
+        return base
+    if name == "no_descent":
+        return base.replace(descent=False)
+    if name == "no_refinement":
+        return base.replace(refine_fraction=0.0)
+    if name == "starts_only":
+        return base.replace(descent=False, refine_fraction=0.0)
     if name == "importance":
         return base.replace(importance=dataclasses.replace(imp, enabled=True,
                                                            mask_descent=False))
@@ -53,7 +71,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="experiments/configs/resnet50.yaml")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
+                        choices=VARIANTS)
     parser.add_argument("--budget", type=int, default=None, help="override budget_samples")
     args = parser.parse_args(argv)
 
@@ -71,23 +90,29 @@ def main(argv: list[str] | None = None) -> dict:
             result = codesign(net, config=cfg, hardware=hw)
             seconds = time.perf_counter() - start
             design = design_of(result.hardware, [r.mapping for r in result.layers])
-            aware = common_score(layers, counts, design, True, cfg.sram_step_kb).edp
-            plain = common_score(layers, counts, design, False, cfg.sram_step_kb).edp
+            judged = yardsticks(layers, counts, design, sram_step_kb=cfg.sram_step_kb,
+                                area_budget_mm2=cfg.area_budget_mm2)
+            edps = {y: (None if judged[y] is None else judged[y].edp) for y in YARDSTICKS}
             runs.setdefault(name, []).append({
-                "seed": seed, "edp_instruction_aware": aware, "edp_analytic": plain,
+                "seed": seed, **{f"edp_{y}": v for y, v in edps.items()},
                 "samples": result.samples, "seconds": seconds,
+                "starts_drawn": result.extra.get("starts_drawn"),
                 "hardware": [result.hardware.pe_rows, result.hardware.sp_kb,
                              result.hardware.acc_kb]})
-            print(f"{name} seed {seed}: {aware:.4g} (plain {plain:.4g}), {seconds:.0f} s",
-                  file=sys.stderr, flush=True)
+            print(f"{name} seed {seed}: " + ", ".join(
+                f"{y} {v:.4g}" for y, v in edps.items() if v is not None)
+                + f", {seconds:.0f} s", file=sys.stderr, flush=True)
 
     def geomean(values: list[float]) -> float:
         return math.exp(sum(math.log(v) for v in values) / len(values))
 
-    summary = {name: {"geomean_edp_instruction_aware": geomean([r["edp_instruction_aware"]
-                                                                for r in rows]),
-                      "geomean_edp_analytic": geomean([r["edp_analytic"] for r in rows])}
+    summary = {name: {f"geomean_edp_{y}": geomean([r[f"edp_{y}"] for r in rows])
+                      for y in YARDSTICKS if all(r[f"edp_{y}"] for r in rows)}
                for name, rows in runs.items()}
+    if "full" in summary:           # how many times worse than the full search
+        for name, figures in summary.items():
+            figures.update({f"vs_full_{k[len('geomean_edp_'):]}": v / summary["full"][k]
+                            for k, v in list(figures.items()) if k in summary["full"]})
     out = {"config": args.config, "network": net.name, "budget_samples": base.budget_samples,
            "seeds": args.seeds, "summary": summary, "runs": runs}
     print(json.dumps(out, indent=2))

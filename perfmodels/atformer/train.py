@@ -10,6 +10,15 @@ stopping on a validation split *by layer* (the best epoch's parameters are kept)
 ``ensemble`` members with different initialisations trains in one vmapped step; the
 prediction is their mean.
 
+Knowing when it does not know (`shrink`): the residual (offset + the members' mean) is
+multiplied by ``exp(-variance / tau)``, the variance being the members' disagreement at the
+point and ``tau`` a multiple of the `TAU_QUANTILE` quantile of that variance over the training
+rows, the multiple chosen on the validation layers (`fit_tau`, when training ends; saved with
+the checkpoint). Where the members agree as they do on the training data the residual is kept;
+far from the data they disagree and the prediction falls back to the analytical model.
+`predict_log` applies it, so the hybrid (`perfmodels.atformer.hybrid`),
+`Surrogate.predict_tokens` and `baco validate rtl --predictor hybrid` all use it.
+
 A trained `Surrogate` is saved as a folder: ``params.msgpack`` (`flax.serialization.to_bytes`)
 and ``surrogate.json`` (model and training config, the feature normalisation, the template,
 training metrics and the parameters' SHA-256), each written atomically.
@@ -47,9 +56,10 @@ from workloads.errors import ConfigError
 from workloads.files import write_atomic
 from workloads.layer import Layer
 
-__all__ = ["Dataset", "Stats", "Surrogate", "TrainConfig", "active_tokens", "dataset_from_rows",
-           "load", "predict_compact", "predict_log", "read_dataset", "save", "split_by_group",
-           "train"]
+__all__ = ["TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset", "Stats", "Surrogate", "TrainConfig",
+           "active_tokens", "dataset_from_rows", "fit_tau", "hardware_warning", "load",
+           "member_residuals", "member_variance", "predict_compact", "predict_log",
+           "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train"]
 
 FORMAT_VERSION = 1
 CYCLES_KEYS = ("target.gemmini_cycle", "target.cycle")
@@ -97,14 +107,46 @@ def dataset_from_rows(rows: Sequence[TimeloopRow]) -> Dataset:
                                [r.mapping for r in rows], [r.cycles for r in rows])
 
 
+def hardware_warning(rows: Sequence[TimeloopRow], array_dim: int | None, rtl: bool
+                     ) -> str | None:
+    """One line when the rows' ``arch.*`` array is not the hardware the cycles were measured
+    on, else None: with `array_dim`, rows whose ``arch.pe`` implies another array (they are
+    trained as measured on ``array_dim`` x ``array_dim``); without, RTL rows (`rtl`: the file
+    has ``target.gemmini_cycle``) whose arrays are taken from their ``arch.*`` columns,
+    which in DOSA's data describe the Timeloop model that drew the mapping, not the chip."""
+    if not rows:
+        return None
+    arrays: dict[tuple[int, int], int] = {}
+    for r in rows:
+        key = (int(r.hw.pe_rows), int(r.hw.pe_cols))
+        arrays[key] = arrays.get(key, 0) + 1
+    seen = ", ".join(f"{a}x{b} in {n}" for (a, b), n in
+                     sorted(arrays.items(), key=lambda kv: -kv[1]))
+    if array_dim is not None:
+        other = sum(n for (a, b), n in arrays.items() if (a, b) != (array_dim, array_dim))
+        if not other:
+            return None
+        return (f"{other} of {len(rows)} rows have arch.pe implying another array than "
+                f"--array-dim {array_dim} (arrays: {seen}); their arch columns describe other "
+                f"hardware than the measured {array_dim}x{array_dim}, and they are trained "
+                f"as measured on {array_dim}x{array_dim}")
+    if rtl:
+        return (f"RTL rows (target.gemmini_cycle) are trained on the arrays of their arch "
+                f"columns (arrays: {seen}); if the chip that ran them had another array (DOSA's RTL: "
+                f"16x16), pass --array-dim")
+    return None
+
+
 def read_dataset(path: str | os.PathLike, limit: int | None = None,
-                 array_dim: int | None = None) -> tuple[list[TimeloopRow], Dataset]:
+                 array_dim: int | None = None, warnings: list[str] | None = None
+                 ) -> tuple[list[TimeloopRow], Dataset]:
     """Rows of a DOSA-format CSV (real RTL, or `baco dataset generate`'s simulator labels)
     labelled by ``target.gemmini_cycle`` if the file has it, else ``target.cycle``.
 
     `array_dim` replaces the rows' PE array by an ``array_dim`` square one: the hardware the
     cycles were measured on when it differs from the ``arch.*`` columns (DOSA's RTL rows ran
     on a 16x16 Gemmini; ``arch.pe`` is the 128x128 Timeloop model that drew the mappings).
+    With `warnings` (a list), `hardware_warning`'s line is appended to it when there is one.
     """
     path = pathlib.Path(path)
     try:
@@ -114,6 +156,10 @@ def read_dataset(path: str | os.PathLike, limit: int | None = None,
     columns = [c.strip() for c in header.split(",")]
     key = next((k for k in CYCLES_KEYS if k in columns), CYCLES_KEYS[0])
     rows = read_rows(path, limit=limit, strict=False, cycles_key=key)
+    if warnings is not None:
+        line = hardware_warning(rows, array_dim, rtl=key == "target.gemmini_cycle")
+        if line:
+            warnings.append(line)
     if array_dim is not None:
         rows = [dataclasses.replace(r, hw=dataclasses.replace(r.hw, pe_rows=array_dim,
                                                               pe_cols=array_dim))
@@ -137,11 +183,13 @@ def split_by_group(group: Any, fraction: float, seed: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- model
 class Stats(NamedTuple):
-    """Feature normalisation and the residual's offset (part of a checkpoint)."""
+    """Feature normalisation, the residual's offset and the uncertainty scale (part of a
+    checkpoint)."""
 
     mean: Any      # [F]
     std: Any       # [F]
     offset: Any    # scalar: mean of log(measured / analytic) over the training rows
+    tau: Any = float("inf")   # scalar: `shrink`'s variance scale (inf: no shrink)
 
     @classmethod
     def of(cls, data: Dataset) -> Stats:
@@ -155,16 +203,56 @@ class Stats(NamedTuple):
         return cls(mean.astype(np.float32), std.astype(np.float32), np.float32(offset))
 
 
-def predict_log(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
-    """Natural log of predicted cycles, ``[...]`` (pure). `params` has a leading ensemble axis;
-    the members' residuals are averaged."""
+def member_residuals(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
+    """Each ensemble member's network output, ``[member, ...]`` (pure; without the offset)."""
     x = (tok.x - stats.mean) / stats.std
     lead = tok.weight.shape[:-1]
     x2 = x.reshape((-1,) + x.shape[-2:])
     w2 = tok.weight.reshape((-1, tok.weight.shape[-1]))
     net = ATFormer(config)
-    residual = jax.vmap(lambda p: net.apply(p, x2, w2))(params).mean(0)
-    return tok.log_cycles + stats.offset + residual.reshape(lead)
+    out = jax.vmap(lambda p: net.apply(p, x2, w2))(params)
+    return out.reshape(out.shape[:1] + lead)
+
+
+def shrink(variance: Any, tau: Any) -> Any:
+    """How much of the learned residual to keep where the ensemble disagrees:
+    ``exp(-variance / tau)`` (1 where the members agree, towards 0 far from the data).
+
+    The rule of "knowing when it does not know". ``variance`` is the variance of the members'
+    residuals (log-cycle units) at a point. ``tau`` is fitted when training ends (`fit_tau`): a
+    multiple (`TAU_MULTIPLES`, the one with the least log error on the validation layers, else
+    `TAU_MULTIPLE`) of the `TAU_QUANTILE` quantile of that variance over the training rows, so
+    a point as certain as most training rows keeps at least ``exp(-1 / multiple)`` of its
+    residual, and one where the members disagree far more than on the training rows falls
+    back to the analytical model. One member (``ensemble=1``) has no disagreement, hence no
+    shrink; nor has a checkpoint saved before ``tau`` existed.
+    """
+    return jnp.exp(-variance / tau)
+
+
+TAU_QUANTILE = 0.95
+TAU_MULTIPLE = 10.0
+TAU_MULTIPLES = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+"""The multiples `fit_tau` chooses among on the validation layers: never infinite, so a point
+where the members disagree far more than on the training data always falls back."""
+
+
+def residual_parts(config: ModelConfig, params: Any, stats: Stats, tok: Tokens
+                   ) -> tuple[Any, Any]:
+    """``(raw residual, variance)`` of each point, ``[...]`` each (pure): the raw residual is
+    the offset plus the members' mean output, the variance is across the members."""
+    out = member_residuals(config, params, stats, tok)
+    variance = out.var(0) if out.shape[0] > 1 else jnp.zeros(out.shape[1:], out.dtype)
+    return stats.offset + out.mean(0), variance
+
+
+def predict_log(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
+    """Natural log of predicted cycles, ``[...]`` (pure): ``log(analytic) + residual x
+    shrink(variance, tau)``. `params` has a leading ensemble axis; the residual is the offset
+    plus the members' mean, and it is shrunk towards 0 (the analytical model) where the
+    members disagree (`shrink`)."""
+    residual, variance = residual_parts(config, params, stats, tok)
+    return tok.log_cycles + residual * shrink(variance, stats.tau)
 
 
 def active_tokens(weight: Any) -> int:
@@ -261,6 +349,12 @@ class Surrogate:
                 mappings: Sequence[Mapping]) -> np.ndarray:
         """Predicted cycles of discrete points."""
         return self.predict_tokens(tokens_of(layers, hws, mappings))
+
+    def shrink_tokens(self, tok: Tokens) -> np.ndarray:
+        """The fraction of the learned residual kept at each point (`shrink`, numpy ``[N]``):
+        1 where the ensemble agrees as on its training data, towards 0 outside it."""
+        variance = member_variance(self.config.model, self.params, self.stats, tok)
+        return np.asarray(shrink(variance, np.float64(self.stats.tau)), np.float64)
 
 
 _predict_jit = fast_jit(predict_compact, static_argnums=(0, 1))
@@ -385,11 +479,67 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
             progress(record)
         if np.all(epoch - best_epoch >= cfg.patience):
             break
+    tau, multiple = fit_tau(cfg.model, best, stats, fit.tokens, val)
+    stats = stats._replace(tau=np.float32(tau))
     info = {"epochs_run": epoch, "best_epoch": best_epoch.tolist(),
+            "shrink": {"tau": tau if np.isfinite(tau) else None, "multiple": multiple,
+                       "quantile": TAU_QUANTILE},
             "val_mse": best_loss.tolist(), "train_rows": len(fit),
             "val_rows": 0 if val is None else len(val),
             "seconds": time.perf_counter() - started, "history": history}
     return Surrogate(config=cfg, params=best, stats=stats, template=template, info=info)
+
+
+@functools.partial(fast_jit, static_argnums=0)
+def _variance(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
+    return residual_parts(config, params, stats, tok)[1]
+
+
+def member_variance(config: ModelConfig, params: Any, stats: Stats, tok: Tokens,
+                    chunk: int = 256) -> np.ndarray:
+    """The members' residual variance at each point (numpy ``[N]``), in chunks."""
+    n = tok.x.shape[0]
+    out = []
+    for start in range(0, n, chunk):
+        part = Tokens(*(np.asarray(a)[start:start + chunk] for a in tok))
+        m = part.x.shape[0]
+        if m < chunk and n > chunk:  # pad the last chunk to share the compiled code
+            part = Tokens(*(np.concatenate([a, np.repeat(a[-1:], chunk - m, 0)])
+                            for a in part))
+        out.append(np.asarray(_variance(config, params, stats, part))[:m])
+    return np.concatenate(out).astype(np.float64)
+
+
+def fit_tau(config: ModelConfig, params: Any, stats: Stats, tok: Tokens,
+            val: Dataset | None = None) -> tuple[float, float | None]:
+    """`shrink`'s ``(tau, multiple)`` for a trained ensemble: ``multiple`` x the
+    `TAU_QUANTILE` quantile of the members' residual variance over the training points `tok`.
+    The multiple is the one of `TAU_MULTIPLES` whose shrunk predictions have the least squared
+    log error on `val` (the validation layers, unseen by the fit), or `TAU_MULTIPLE` without
+    one. ``(inf, None)``, no shrink, with one member or when the members agree everywhere."""
+    members = jax.tree_util.tree_leaves(params)[0].shape[0]
+    if members < 2:
+        return float("inf"), None
+    q = float(np.quantile(member_variance(config, params, stats, tok), TAU_QUANTILE))
+    if not (q > 0 and np.isfinite(q)):
+        return float("inf"), None
+    multiple = TAU_MULTIPLE
+    if val is not None and len(val) >= 2:
+        variance = member_variance(config, params, stats, val.tokens)
+        raw = np.concatenate([np.asarray(_raw_residual(config, params, stats, Tokens(
+            *(np.asarray(a)[i:i + 256] for a in val.tokens))), np.float64)
+            for i in range(0, len(val), 256)])
+        base = np.asarray(val.tokens.log_cycles, np.float64)
+        y = np.asarray(val.log_measured, np.float64)
+        errors = [np.mean((base + raw * np.exp(-variance / (m * q)) - y) ** 2)
+                  for m in TAU_MULTIPLES]
+        multiple = TAU_MULTIPLES[int(np.argmin(errors))]
+    return multiple * q, multiple
+
+
+@functools.partial(fast_jit, static_argnums=0)
+def _raw_residual(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
+    return residual_parts(config, params, stats, tok)[0]
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -404,7 +554,10 @@ def save(surrogate: Surrogate, path: str | os.PathLike) -> pathlib.Path:
         "config": surrogate.config.to_dict(),
         "stats": {"mean": np.asarray(surrogate.stats.mean).tolist(),
                   "std": np.asarray(surrogate.stats.std).tolist(),
-                  "offset": float(surrogate.stats.offset)},
+                  "offset": float(surrogate.stats.offset),
+                  # null: no shrink (`shrink`; JSON has no infinity)
+                  "tau": (float(surrogate.stats.tau) if np.isfinite(surrogate.stats.tau)
+                          else None)},
         "params_sha256": hashlib.sha256(blob).hexdigest(),
         "info": {k: v for k, v in surrogate.info.items() if k != "history"},
     }
@@ -428,9 +581,11 @@ def load(path: str | os.PathLike) -> Surrogate:
                           "write?); train it again")
     try:
         cfg = TrainConfig.from_dict(meta["config"])
+        tau = meta["stats"].get("tau")
         stats = Stats(np.asarray(meta["stats"]["mean"], np.float32),
                       np.asarray(meta["stats"]["std"], np.float32),
-                      np.float32(meta["stats"]["offset"]))
+                      np.float32(meta["stats"]["offset"]),
+                      np.float32(np.inf if tau is None else tau))
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}/surrogate.json: malformed ({exc})") from None
     if stats.mean.shape != (NUM_FEATURES,):

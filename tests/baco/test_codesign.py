@@ -148,3 +148,18 @@ def test_bad_inputs_fail_clearly():
         codesign(NET, config=CFG.replace(max_sp_kb=0.25))
     with pytest.raises(baco.errors.WorkloadError):
         codesign("no_such_network", config=CFG)
+
+
+def test_without_descent_the_budget_goes_to_scored_starts_then_refinement(reference):
+    """``descent: false``: the same start draws, exactly scored, no gradient steps; the
+    refinement phase is unchanged."""
+    cfg = CFG.replace(descent=False)
+    result = codesign(NET, config=cfg)
+    assert result.samples <= cfg.budget_samples
+    per_start = cfg.start_mappings + 1
+    descent_budget = round(cfg.budget_samples * (1 - cfg.refine_fraction))
+    assert result.extra["starts_drawn"] == descent_budget // per_start
+    assert result.extra["starts_drawn"] > reference.extra["starts_drawn"]
+    assert result.history and result.history[-1].best_edp == result.edp
+    for r in result.layers:
+        r.mapping.validate(r.layer, result.hardware)

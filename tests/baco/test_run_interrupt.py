@@ -3,6 +3,7 @@ config, and an output folder that already holds a run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -73,7 +74,23 @@ def test_interrupted_five_times_then_resumed_gives_the_uninterrupted_results(tmp
     proc = _start(out, "--resume")
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
-    assert (out / "results.json").read_bytes() == (reference / "results.json").read_bytes()
+    got, want = (out / "results.json").read_bytes(), (reference / "results.json").read_bytes()
+    assert got == want, _first_difference(json.loads(got), json.loads(want))
+
+
+def _first_difference(a, b, path="results.json"):
+    """Where two JSON documents first differ, for the failure message."""
+    if type(a) is not type(b) or not isinstance(a, (dict, list)):
+        return f"{path}: {a!r} != {b!r}"
+    keys = sorted(set(a) | set(b)) if isinstance(a, dict) else range(max(len(a), len(b)))
+    for k in keys:
+        try:
+            x, y = a[k], b[k]
+        except (KeyError, IndexError):
+            return f"{path}[{k!r}] is in only one of them"
+        if x != y:
+            return _first_difference(x, y, f"{path}[{k!r}]")
+    return f"{path}: equal"
 
 
 def test_resume_says_where_it_continues(tmp_path, capsys):

@@ -54,6 +54,20 @@ def test_cli_checks_every_layer(tmp_path, capsys):
     assert [r["name"] for r in rows] == ["conv", "gemm", "gemv"]
     assert all(r["mismatches"] == 0 and r["outputs"] > 0 and r["sim_cycles"] > 0 for r in rows)
     assert rows[1]["host_ops"] == ["add"] and rows[2]["host_ops"] == ["div", "softmax"]
+    # the search's own cycles (100 per layer here) beside the simulator's, and their gap
+    assert all(r["model_cycles"] == 100.0 for r in rows)
+    sim = [r["sim_cycles"] for r in rows]
+    assert report["sim_latency_cycles"] == sum(sim)
+    assert report["model_latency_cycles"] == 300.0
+    assert report["model_vs_sim_mape"] == pytest.approx(np.mean([abs(100 - s) / s for s in sim]))
+
+
+def test_table_view_prints_the_ratio_and_the_disagreement(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(_result(LAYERS[:1]).to_json())
+    assert main(["simulate", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "model/sim" in out and "per-layer MAPE" in out and "network latency" in out
 
 
 def test_a_layer_that_does_not_fit_fails_the_run(tmp_path):
