@@ -228,7 +228,7 @@ class Operators:
             "(plain model)': every design on the plain analytic model."),
             f"Cases per suite: {params.cases_per_suite or 'all'} (suite seed "
             f"{params.suite_seed}); search seeds {params.seeds}; budgets: "
-            + ", ".join(f"{m.label} {m.search} {m.budget}" for m in params.methods) + ".",
+            + _budgets_note(params.methods, prefix=""),
         ]
         notes += _infeasible_notes(infeasible)
         notes += _missing_note(n_cases, len(results))
@@ -246,6 +246,10 @@ class Operators:
                                 title="Table 6.6: EDP relative to " + params.reference),
                    out / "edp_ratio.png")
         return text
+
+
+def _budgets_note(methods: Sequence[MethodSpec], prefix: str = "Budgets: ") -> str:
+    return prefix + ", ".join(f"{m.label} {m.search} {m.budget}" for m in methods) + "."
 
 
 def _sim_ratio(mine: dict[str, dict[str, float]], ref: dict[str, dict[str, float]],
@@ -353,8 +357,7 @@ class EndToEnd:
             "Eyeriss/NVDLA on their own analytic templates; the last column puts every design "
             "on the plain analytic model, the simulated column runs each Gemmini design's "
             "emitted programs on the simulator (`baco.yardsticks`; '-' off Gemmini)."),
-            "Budgets: " + ", ".join(f"{m.label} {m.search} {m.budget}"
-                                    for m in params.methods) + ".",
+            _budgets_note(params.methods),
             *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
             *_missing_note(n_cases, len(results))]
         text = _write_outputs(out, params.title, notes, header, rows,
@@ -514,8 +517,7 @@ class AreaSweep(EndToEnd):
              "budget), with the area of the hardware so scored; 'plain': the plain analytic "
              "model on the design's own hardware. 'front': on the method's EDP-area Pareto "
              "front (pareto.csv, pareto.png)."),
-            "Budgets: " + ", ".join(f"{m.label} {m.search} {m.budget}"
-                                    for m in params.methods) + ".",
+            _budgets_note(params.methods),
             *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
             *_missing_note(n_cases, len(results))]
         text = _write_outputs(out, params.title, notes, header, table, PARETO_HEADER, csv_rows)
@@ -622,8 +624,7 @@ class Convergence(EndToEnd):
             "which can only flatter them; geometric mean over seeds "
             f"{params.seeds} (a seed that had found nothing yet leaves the cell empty)."),
             "final EDP: each search's final design on the common scorer (instruction-aware).",
-            "Budgets: " + ", ".join(f"{m.label} {m.search} {m.budget}"
-                                    for m in params.methods) + ".",
+            _budgets_note(params.methods),
             *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
             *_missing_note(n_cases, len(results))]
         return _write_outputs(out, self.title, notes, header, rows,
