@@ -273,6 +273,10 @@ def entry() -> None:
     tearing the interpreter down under them can crash the process."""
     code = main()
     if code > 128:
+        # What the interpreter's exit would release and the work no longer needs: worker
+        # pools' named semaphores (multiprocessing's own exit hook, less joining children).
+        from multiprocessing import util
+        getattr(util, "_run_finalizers", lambda minpriority: None)(0)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -158,3 +158,16 @@ def test_run_help_lists_the_new_options(capsys):
     out = capsys.readouterr().out
     for option in ("--budget", "--seed", "--set", "--force", "--resume"):
         assert option in out
+
+
+def _readme_python_snippets():
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+@pytest.mark.parametrize("index", [pytest.param(0, marks=pytest.mark.slow), 1])
+def test_readme_python_snippets_run_from_the_project_root(index):
+    snippets = _readme_python_snippets()
+    assert len(snippets) == 2
+    proc = subprocess.run([sys.executable, "-c", snippets[index]], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]

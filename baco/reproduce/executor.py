@@ -167,6 +167,9 @@ def _run_pool(kind: str, todo: Sequence[Case], workers: int, done: Callable, fai
         pool.shutdown(wait=False, cancel_futures=True)
         for process in workers_running:
             process.terminate()
+        for process in workers_running:
+            process.join(timeout=10)
+        pool.shutdown(wait=True)        # the pool's queues and locks released, not leaked
         raise
     pool.shutdown(wait=True)
 
