@@ -22,6 +22,8 @@ from accel.isa import Instruction
 from accel.isa import IsaParams
 from accel.isa import LocalAddr
 from accel.mapping import Mapping
+from accel.mapping import footprint_kb
+from accel.mapping import tile_kb
 from accel.mapping import tile_words
 from accel.schedule import DEFAULT_LATENCIES
 from accel.schedule import GEMMINI_UNITS
@@ -42,6 +44,7 @@ __all__ = [
     "DATAFLOWS",
     "DEFAULT_LATENCIES",
     "Dependence",
+    "footprint_kb",
     "Funct",
     "GARBAGE_ADDR",
     "GEMMINI_UNITS",
@@ -64,6 +67,7 @@ __all__ = [
     "stack_hw",
     "Template",
     "TENSORS",
+    "tile_kb",
     "tile_words",
     "Trace",
     "TraceArrays",

@@ -52,11 +52,11 @@ def span(extent: Any, window: Any, stride: Any, dilation: Any) -> Any:
 def tile_words(log_extent: Any, stride: Any, dilation: Any, xp: Any = np) -> Any:
     """Words of W, I, O in one level's tile, from log tile extents.
 
-    The single formula for buffer footprints, used by `Mapping.validate` (numpy) and by the
-    perfmodels (jax, exact and relaxed). ``log_extent[..., level, dim]`` is the log of the
-    product of every temporal and spatial factor at and below the level; ``stride`` and
-    ``dilation`` are ``[..., 2]`` (the P/R axis first, then Q/S). Inputs include the
-    sliding-window halo. Returns ``[..., level, tensor]``.
+    The single formula for tile sizes, used by `Mapping.validate` (numpy) and by the
+    perfmodels (jax, exact and relaxed); `footprint_kb` turns them into KiB.
+    ``log_extent[..., level, dim]`` is the log of the product of every temporal and spatial
+    factor at and below the level; ``stride`` and ``dilation`` are ``[..., 2]`` (the P/R axis
+    first, then Q/S). Inputs include the sliding-window halo. Returns ``[..., level, tensor]``.
     """
     ext = xp.exp(log_extent)
     st = stride[..., None, :]
@@ -67,6 +67,29 @@ def tile_words(log_extent: Any, stride: Any, dilation: Any, xp: Any = np) -> Any
               * span(ext[..., _Q], ext[..., _S], st[..., 1], dl[..., 1]))
     outputs = ext[..., _P] * ext[..., _Q] * ext[..., _K] * ext[..., _N]
     return xp.stack([weights, inputs, outputs], axis=-1)
+
+
+def tile_kb(words: Any, keeps: Any, bits: Any, xp: Any = np) -> Any:
+    """KiB of tiles: the words of each tensor kept (``keeps[..., tensor]``, bool) times its
+    width in ``bits[tensor]``, summed over W, I, O (``words[..., tensor]`` -> ``[...]``)."""
+    return (xp.where(keeps, words, 0.0) * bits).sum(-1) / 8192.0
+
+
+def footprint_kb(words: Any, keeps: Any, bits: Any, stages: Any, xp: Any = np) -> Any:
+    """Per-instance KiB each level must hold: its tile (`tile_kb` of `tile_words`) times its
+    pipeline ``stages``; 0 at the outermost level (it holds the whole tensors, unbounded).
+
+    The single formula for buffer footprints, in numpy (`Mapping.footprint_kb`, the mapping
+    samplers, `baco.rounding`) and in jax (`perfmodels.analytic.evaluate`, exact and
+    relaxed, and `perfmodels.relax.infer_hw`). ``words[..., level, tensor]``,
+    ``keeps[level, tensor]``, ``bits[tensor]``, ``stages[..., level]``; returns
+    ``[..., level]``.
+    """
+    kb = tile_kb(words, keeps, bits, xp) * stages
+    if isinstance(kb, np.ndarray):
+        kb[..., -1] = 0.0
+        return kb
+    return kb.at[..., -1].set(0.0)
 
 
 def layer_geometry(layer: Layer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -273,14 +296,15 @@ class Mapping:
     # ------------------------------------------------------------------ checks
     def footprint_kb(self, layer: Layer, hw: HardwareConfig) -> np.ndarray:
         """Per-instance kB each level must hold, stages included (``[level]``; 0 at the top)."""
-        template = hw.template_spec
+        bits = tensor_bits(hw.to_params(), np).astype(np.float64)
+        return footprint_kb(self.level_words(layer), hw.template_spec.keeps_mask, bits,
+                            self.stages)
+
+    def level_words(self, layer: Layer) -> np.ndarray:
+        """Words of W, I, O in each level's tile per instance (``[level, tensor]``)."""
         _, stride, dilation = layer_geometry(layer)
         log_ext = np.cumsum(np.log(self.temporal * self.spatial.astype(np.float64)), axis=0)
-        words = tile_words(log_ext, stride.astype(np.float64), dilation.astype(np.float64))
-        bits = tensor_bits(hw.to_params(), np).astype(np.float64)
-        kb = (words * template.keeps_mask * bits).sum(-1) / 8.0 / 1024.0 * self.stages
-        kb[-1] = 0.0
-        return kb
+        return tile_words(log_ext, stride.astype(np.float64), dilation.astype(np.float64))
 
     def check_structure(self, layer: Layer, hw: HardwareConfig) -> Mapping:
         """Raise unless this is a program for `layer` on `hw`'s template at all: the levels
@@ -353,10 +377,7 @@ class Mapping:
         for l in range(top):
             cap = float(arrays.capacity_kb[l])
             if need[l] > cap * (1 + 1e-6) + 1e-9:
-                _, stride, dilation = layer_geometry(layer)
-                log_ext = np.cumsum(np.log(self.temporal * self.spatial.astype(np.float64)), 0)
-                words = tile_words(log_ext, stride.astype(np.float64),
-                                   dilation.astype(np.float64))[l]
+                words = self.level_words(layer)[l]
                 held = ", ".join(f"{t} {words[i]:.0f} words" for i, t in enumerate(TENSORS)
                                  if template.keeps_mask[l, i])
                 raise InfeasibleError(

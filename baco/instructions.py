@@ -82,6 +82,17 @@ def array_axes(template: Template) -> tuple[tuple[int, int], ...]:
     return tuple((l, DIMS.index(d)) for l, d in axes)
 
 
+def padding(fanout: Any, log_spatial: Any, xp: Any = jnp) -> Any:
+    """Log of an array axis's padding: a DIM x DIM block rounds the axis's spatial extent
+    (``exp(log_spatial)``) up to the array's `fanout`, ``max(log fanout - log_spatial, 0)``.
+
+    The single padding formula, over numpy or jax (`xp`): `pad` (the model, exact and
+    relaxed) adds it to the spatial or the temporal log factor of each array axis
+    (`array_axes`), and `baco.rounding.Rounder.footprint_kb` (numpy) to the temporal one.
+    """
+    return xp.maximum(xp.log(fanout) - log_spatial, 0.0)
+
+
 def pad(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
         ) -> tuple[LayerArrays, MappingArrays, MappingArrays]:
     """The padded nest: ``(layer, mapping with padded spatial factors, mapping with the padding
@@ -91,16 +102,13 @@ def pad(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
     folded form has the same tiles as the padded one but the real spatial factors, which is
     what minimal-hardware inference needs (it reads PE dims off the spatial factors).
     """
-    dims = layer.dims
-    log_s, log_t = m.log_spatial, m.log_temporal
+    dims, log_s, log_t = layer.dims, m.log_spatial, m.log_temporal
     for level, d in array_axes(template):
-        rho = jnp.maximum(jnp.log(fanout[level]) - log_s[level, d], 0.0)
+        rho = padding(fanout[level], log_s[level, d])
         dims = dims.at[d].multiply(jnp.exp(rho))
         log_s = log_s.at[level, d].add(rho)
         log_t = log_t.at[level, d].add(rho)
-    padded_layer = layer._replace(dims=dims)
-    return (padded_layer, m._replace(log_spatial=log_s),
-            m._replace(log_spatial=m.log_spatial, log_temporal=log_t))
+    return layer._replace(dims=dims), m._replace(log_spatial=log_s), m._replace(log_temporal=log_t)
 
 
 def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,

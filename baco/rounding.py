@@ -42,7 +42,7 @@ import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays, stack_hw, tensor_bits
 from accel.lower.nest import padded_layer
-from accel.mapping import Mapping, layer_geometry, tile_words
+from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
 from baco import instructions
 from perfmodels.accesses import MappingArrays, order_rank
 from perfmodels.analytic import Metrics, fast_jit, stack_layers
@@ -226,18 +226,18 @@ class Rounder:
 
     def footprint_kb(self, b: int, temporal: np.ndarray, spatial: np.ndarray,
                      stages: np.ndarray, fanout: np.ndarray) -> np.ndarray:
-        """Per-instance KiB each level of layer `b` holds (padded to the array if aware, as
-        `baco.instructions.pad` pads: each array axis's spatial factor up to its fan-out)."""
-        t = temporal.astype(np.float64)
+        """Per-instance KiB each level of layer `b` holds (`accel.mapping.footprint_kb`),
+        padded to the array if aware as `baco.instructions.pad` pads (`instructions.padding`:
+        each array axis's spatial factor up to its fan-out, folded into the temporal one)."""
         s = spatial.astype(np.float64)
+        log_ts = np.log(temporal * s)
         for level, d in self.axes:
-            t[level, d] *= max(float(fanout[level]) / s[level, d], 1.0)
+            log_ts[level, d] += instructions.padding(np.float64(fanout[level]),
+                                                     np.log(s[level, d]), np)
+        log_ext = np.cumsum(log_ts, axis=0)
         _, stride, dilation = self.geometry[b]
-        log_ext = np.cumsum(np.log(t * s), axis=0)
         words = tile_words(log_ext, stride.astype(np.float64), dilation.astype(np.float64))
-        kb = (words * self.keeps * self.bits).sum(-1) / 8192.0 * stages
-        kb[-1] = 0.0
-        return kb
+        return footprint_kb(words, self.keeps, self.bits, stages)
 
     # ------------------------------------------------------------------ rounding
     def round_factors(self, log_temporal: np.ndarray, log_spatial: np.ndarray

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, Template, level_arrays, stack_hw, tensor_bits
-from accel.mapping import Mapping, layer_geometry
+from accel.mapping import Mapping, footprint_kb, layer_geometry
 from perfmodels.accesses import Accesses, LayerArrays, MappingArrays, accesses, order_rank
 from perfmodels.energy import area_mm2, energy
 from perfmodels.latency import latency
@@ -133,11 +133,8 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     cycles = lat.cycles * groups
     energy_pj = en.energy_pj * groups
 
-    keeps = jnp.asarray(template.keeps_mask)
-    bits = tensor_bits(hwp)
-    kb = (jnp.where(keeps, acc.tile_words, 0.0) * bits).sum(-1) / 8192.0 * m.stages
+    kb = footprint_kb(acc.tile_words, template.keeps_mask, tensor_bits(hwp), m.stages, jnp)
     top = template.num_levels - 1
-    kb = kb.at[top].set(0.0)
     cap = lv.capacity_kb
     over = jnp.where(jnp.arange(template.num_levels) < top,
                      jnp.maximum(kb - cap, 0.0) / jnp.maximum(jnp.where(jnp.isfinite(cap), cap,

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, HwParams, Template, hw_env, tensor_bits
-from accel.mapping import Mapping, tile_words
+from accel.mapping import Mapping, footprint_kb, tile_words
 from perfmodels.analytic import Metrics, evaluate as evaluate_arrays, fast_jit, pack_layer
 from perfmodels.energy import area_excess
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
@@ -258,9 +258,7 @@ def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: Mapp
 
     log_ext = jnp.cumsum(maps.log_temporal + maps.log_spatial, axis=1)     # [B, L, 7]
     words = tile_words(log_ext, layers.stride, layers.dilation, jnp)      # [B, L, 3]
-    bits = tensor_bits(hwp)
-    kb = (jnp.where(jnp.asarray(template.keeps_mask), words, 0.0) * bits).sum(-1) / 8192.0
-    kb = kb * maps.stages                                                 # [B, L]
+    kb = footprint_kb(words, template.keeps_mask, tensor_bits(hwp), maps.stages, jnp)  # [B, L]
     sizes: dict[str, Any] = {}
     for l, lv in enumerate(template.levels[:-1]):
         field = _linear_field(lv.capacity_kb, _SIZE_FIELDS,

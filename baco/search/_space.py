@@ -7,7 +7,7 @@ Why here and not one `Mapping.random` call per mapping: the baselines draw and s
 (each dim split into random divisors over the slots the template allows, slots visited in random
 order, the smaller of two uniform divisor draws, a spatial factor within the fan-out its level
 has left; random loop orders; 1-2 stages) and keeps those whose tiles fit, by the same footprint
-formula `Mapping.footprint_kb` uses (`accel.mapping.tile_words`).
+formula `Mapping.footprint_kb` uses (`accel.mapping.footprint_kb`).
 
 `score` runs `perfmodels.analytic.evaluate_batch`, the jitted, vmapped exact model that
 `perfmodels.analytic.exact_batch` also calls, on arrays packed exactly as
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, HwParams, level_arrays, tensor_bits
-from accel.mapping import Mapping, layer_geometry, tile_words
+from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
 from baco.errors import ConfigError, InfeasibleError
 from baco.networks import load_network
 from baco.result import CodesignResult, HistoryPoint, LayerResult
@@ -197,9 +197,7 @@ class MappingSampler:
         `Mapping.footprint_kb` computes it for one mapping."""
         log_ext = np.cumsum(np.log((batch.temporal * batch.spatial).astype(np.float64)), axis=1)
         words = tile_words(log_ext, self.stride, self.dilation)
-        kb = (words * self.keeps * self.bits).sum(-1) / 8.0 / 1024.0 * batch.stages
-        kb[:, -1] = 0.0
-        return kb
+        return footprint_kb(words, self.keeps, self.bits, batch.stages)
 
     def fits(self, batch: MappingBatch) -> np.ndarray:
         """Which mappings' tiles fit every buffer (the fan-out holds by construction)."""

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, Template, level_arrays, stack_hw, tensor_bits
-from accel.mapping import Mapping, tile_words
+from accel.mapping import Mapping, tile_kb, tile_words
 from perfmodels.accesses import RELEVANT, LayerArrays, MappingArrays, gate, inside_mask
 from perfmodels.analytic import Metrics, bucket, evaluate, fast_jit, stack_layers, stack_mappings
 from workloads.errors import ConfigError
@@ -137,9 +137,8 @@ def tokens(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArra
     log_ext_s = below[level] + own * ls[level]                                  # [T, 7]
     log_ext = jnp.where(spatial[:, None] > 0, log_ext_s, log_ext_t)
     words = tile_words(log_ext[:, None, :], layer.stride, layer.dilation, jnp)[:, 0]   # [T, 3]
-    bits = tensor_bits(hwp)
     keeps = jnp.asarray(template.keeps_mask)[level]                             # [T, 3]
-    kb = (jnp.where(keeps, words, 0.0) * bits).sum(-1) / 8192.0
+    kb = tile_kb(words, keeps, tensor_bits(hwp), jnp)
     cap = lv.capacity_kb[level]
     fill_ratio = jnp.where(jnp.isfinite(cap), _log2_pos(kb) - _log2_pos(
         jnp.where(jnp.isfinite(cap), cap, 1.0)), 0.0)

@@ -78,3 +78,14 @@ def test_padded_buffers_are_what_min_hw_infers():
 def test_templates_without_a_square_array_are_refused():
     with pytest.raises(ConfigError, match="instruction_aware"):
         instructions.array_axes(HardwareConfig.preset("eyeriss").template_spec)
+
+
+def test_one_padding_formula_for_numpy_and_jax():
+    """`instructions.padding` rounds a spatial extent up to the array, in numpy (rounding's
+    footprints) and in jax (the model), to the same logs."""
+    log_s = np.log([1.0, 3.0, 16.0, 32.0])
+    want = np.log([16.0, 16.0 / 3.0, 1.0, 1.0])
+    np.testing.assert_allclose(instructions.padding(16.0, log_s, np), want, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(instructions.padding(jnp.float32(16.0),
+                                                               jnp.asarray(log_s, jnp.float32))),
+                               want, rtol=1e-6, atol=1e-6)
