@@ -938,9 +938,7 @@ def codesign(network: Network | str, template: str = "gemmini",
     resumed = resume and ckpt is not None and ckpt.exists()
     if resumed:
         search.load_state_dict(load_checkpoint(ckpt), str(ckpt))
-    yardstick = "instruction-aware model" if config.instruction_aware else "plain model"
-    if config.predictor == "hybrid":
-        yardstick = f"hybrid {yardstick}"
+    yardstick = yardstick_name(config)
     bar = Progress(config.budget_samples, enabled=progress, label="baco", yardstick=yardstick,
                    completed=search.samples, best_edp=search.best_edp)
     if resumed:
@@ -960,6 +958,12 @@ def codesign(network: Network | str, template: str = "gemmini",
     finally:
         bar.close()
     return search.result()
+
+
+def yardstick_name(config: CodesignConfig) -> str:
+    """What the search's own EDPs are measured on, as progress lines name it."""
+    name = "instruction-aware model" if config.instruction_aware else "plain model"
+    return f"hybrid {name}" if config.predictor == "hybrid" else name
 
 
 class Progress:

@@ -205,7 +205,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     Returns:
       The results document written to ``results.json``.
     """
-    from baco.codesign import codesign
+    from baco.codesign import codesign, yardstick_name
     from baco.networks import load_network
 
     config = ExperimentConfig.load(config_path, overrides)
@@ -232,8 +232,8 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
                       checkpoint=ckpt_dir / "baco.npz", resume=resume)
     for message in result.extra.get("warnings", []):
         _say(f"[yellow]warning:[/] {message}", progress)
-    yardstick = "instruction-aware model" if config.codesign.instruction_aware else "plain model"
-    _say(f"baco: EDP {result.edp:.4g} on the {yardstick} ({result.samples} samples)", progress)
+    _say(f"baco: EDP {result.edp:.4g} on the {yardstick_name(config.codesign)} "
+         f"({result.samples} samples)", progress)
 
     found: dict[str, CodesignResult] = {}
     for spec in config.baselines:
