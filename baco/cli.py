@@ -172,8 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("network", help="zoo name (e.g. resnet50, bert:seq=512) or FILE.onnx")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="static shape for a graph input with dynamic dims (repeatable; default: the "
-                   "shapes the file declares)")
+                   help="static shape for a graph input with dynamic dims (repeatable; "
+                   "default: the shapes the file declares)")
     p.set_defaults(func=_cmd_workloads_show)
 
     p = commands.add_parser("run", help="co-design a network and run its baselines",

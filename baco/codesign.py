@@ -115,8 +115,9 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
     hardware (free/fixed modes), PE dims beyond ``max_pe_dim``, buffers beyond
     ``max_sp_kb``/``max_acc_kb``, and the hardware's area beyond ``area_budget_mm2``
     (`perfmodels.energy.area_excess`: in min_hw mode the area of the hardware inferred from
-    the tiles, so the gradient shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's
-    cycles are multiplied by the surrogate's learned residual (differentiably).
+    the tiles, so the gradient shrinks the tiles that size it). With `hybrid`
+    (`perfmodels.atformer.Hybrid`), every layer's cycles are multiplied by the surrogate's
+    learned residual (differentiably).
     """
     maps, hwp = relax.decode(theta, space)
     template = space.template
@@ -138,7 +139,7 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
         excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
     if settings.area_budget_mm2 is not None:
         excess = excess + area_excess(template, hwp, settings.area_budget_mm2)
-    loss =  jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
+    loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
     return loss, (cycles, energy_pj)
 
 

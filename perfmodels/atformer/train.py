@@ -56,8 +56,8 @@ from workloads.errors import ConfigError
 from workloads.files import write_atomic
 from workloads.layer import Layer
 
-__all__ = ["TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset", "Stats", "Surrogate", "TrainConfig",
-           "active_tokens", "dataset_from_rows", "fit_tau", "hardware_warning", "load",
+__all__ = ["TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset", "Stats", "Surrogate",
+           "TrainConfig", "active_tokens", "dataset_from_rows", "fit_tau", "hardware_warning", "load",
            "member_residuals", "member_variance", "predict_compact", "predict_log",
            "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train"]
 
@@ -132,8 +132,8 @@ def hardware_warning(rows: Sequence[TimeloopRow], array_dim: int | None, rtl: bo
                 f"as measured on {array_dim}x{array_dim}")
     if rtl:
         return (f"RTL rows (target.gemmini_cycle) are trained on the arrays of their arch "
-                f"columns (arrays: {seen}); if the chip that ran them had another array (DOSA's RTL: "
-                f"16x16), pass --array-dim")
+                f"columns (arrays: {seen}); if the chip that ran them had another array "
+                f"(DOSA's RTL: 16x16), pass --array-dim")
     return None
 
 

@@ -287,7 +287,7 @@ def test_pareto_front():
     assert pareto_front([], []) == []
 
 
-@pytest.mark.slow        # ~4 min: the random designs at 0.3 mm2 (4x4 PEs) simulate 13 M instructions
+@pytest.mark.slow   # ~4 min: random designs at 0.3 mm2 (4x4 PEs) simulate 13 M instructions
 @pytest.mark.filterwarnings("ignore::baco.search._space.AreaBudgetWarning")
 def test_area_sweep_writes_the_pareto_front(tmp_path):
     from baco.reproduce import reproduce
