@@ -156,14 +156,21 @@ class HybridObjective:
 
 
 class HybridRounder(Rounder):
-    """A `Rounder` whose exact scores carry the hybrid predictor's cycles."""
+    """A `Rounder` whose exact scores carry the hybrid predictor's cycles (`hybrid` None: the
+    analytic ones, until `baco.sim_hybrid` has fitted a residual)."""
 
     def __init__(self, *args: Any, hybrid: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.hybrid = hybrid
 
+    def analytic_score(self, designs: Sequence[Design]) -> Any:
+        """The scores without the learned residual."""
+        return super().score(designs)
+
     def score(self, designs: Sequence[Design]) -> Any:
         out = super().score(designs)
+        if self.hybrid is None:
+            return out
         hwps = stack_hw([d.hw for d in designs])
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
                                       *[d.mapping_arrays() for d in designs])
@@ -173,8 +180,9 @@ class HybridRounder(Rounder):
 
 
 def load_predictor(config: CodesignConfig, template: Any) -> Any:
-    """The `perfmodels.atformer.Hybrid` of a ``hybrid`` config (None for ``analytic``)."""
-    if config.predictor != "hybrid":
+    """The `perfmodels.atformer.Hybrid` of a ``hybrid`` config, or of a ``sim_hybrid`` one's
+    ``model`` (its starting point); None for ``analytic``."""
+    if config.predictor == "analytic" or not config.model:
         return None
     from perfmodels.atformer.hybrid import load_hybrid
     hybrid = load_hybrid(config.model)
@@ -461,11 +469,27 @@ class _Search:
         check_area_budget(config.area_budget_mm2, hw, config.sram_step_kb,
                           fixed=config.hw_mode == "fixed")
         self.hybrid = load_predictor(config, hw.template_spec)
+        self.learner: Any = None          # a baco.sim_hybrid.SimLearner with sim_hybrid
+        self.reserve = 0                  # samples kept for the last simulation (sim_hybrid)
+        if config.predictor == "sim_hybrid":
+            from baco.sim_hybrid import SimLearner
+            self.learner = SimLearner(
+                net.layers, net.counts, top_k=config.sim_top_k,
+                sram_step_kb=config.sram_step_kb, seed=config.seed,
+                init=None if self.hybrid is None else self.hybrid.surrogate,
+                template=hw.template)
+            self.reserve = (config.sim_top_k + config.sim_polish + 1) * len(net.layers)
+            if self.reserve >= config.budget_samples // 2:
+                raise ConfigError(
+                    f"codesign.budget_samples {config.budget_samples} is too small for "
+                    f"sim_hybrid: its last simulation alone may cost {self.reserve} samples "
+                    f"((sim_top_k + sim_polish + 1) x {len(net.layers)} layers); raise the "
+                    "budget or lower codesign.sim_top_k and codesign.sim_polish")
         rounder_args = {"hw_mode": config.hw_mode, "aware": config.instruction_aware,
                         "max_pe_dim": config.max_pe_dim, "sram_step_kb": config.sram_step_kb,
                         "max_sp_kb": config.max_sp_kb, "max_acc_kb": config.max_acc_kb,
                         "nearest": config.nearest, "area_budget_mm2": config.area_budget_mm2}
-        if self.hybrid is None:
+        if config.predictor == "analytic":
             self.rounder = Rounder(hw, self.layers, **rounder_args)
         else:
             self.rounder = HybridRounder(hw, self.layers, hybrid=self.hybrid, **rounder_args)
@@ -504,7 +528,9 @@ class _Search:
         self.opt_states: Any = None
         self.done = False
         self.phase = "descent"
-        self.descent_budget = round(config.budget_samples * (1.0 - config.refine_fraction))
+        self.budget = config.budget_samples - self.reserve
+        self.descent_budget = round(self.budget * (1.0 - config.refine_fraction))
+        self.sims_done = 0                # simulation rounds finished (sim_hybrid)
         self.refiner: ImportanceScheduler | None = None
         self.cursor = 0                                   # round-robin refinement order
 
@@ -513,6 +539,8 @@ class _Search:
         return self.seconds_before + time.perf_counter() - self.started
 
     def _consider(self, designs: list[Design], edps: np.ndarray) -> None:
+        if self.learner is not None:
+            self.learner.offer(designs, edps)
         for design, edp in zip(designs, edps):
             if np.isfinite(edp) and edp < self.best_edp:
                 self.rounder.check(design)
@@ -586,12 +614,63 @@ class _Search:
         if self.phase == "descent":
             if self._descent_round() if self.config.descent else self._starts_round():
                 self.round += 1
+                self._simulate_if_due()
                 return True
             self.phase = "refine"
         if self.best is None or not self._refine_round():
+            if self.learner is not None and self.phase != "final":
+                self.phase = "final"
+                self._simulation_round(final=True)
             return False
         self.round += 1
+        self._simulate_if_due()
         return True
+
+    # ------------------------------------------------------------------ sim_hybrid
+    def _simulate_if_due(self) -> None:
+        """``sim_hybrid``: a simulation round every ``budget / sim_rounds`` samples (the last
+        one comes when the budget is spent)."""
+        if self.learner is None:
+            return
+        due = self.budget * (self.sims_done + 1) / self.config.sim_rounds
+        if self.sims_done + 1 < self.config.sim_rounds and self.samples >= due:
+            self._simulation_round(final=False)
+
+    def _use_hybrid(self, hybrid: Any) -> None:
+        """Descend and score with `hybrid` from now on (a new static jit argument: the next
+        round compiles again)."""
+        if hybrid is not None and hybrid is not self.hybrid:
+            self.hybrid = hybrid
+            self.rounder.hybrid = hybrid
+            self.settings = self.settings._replace(objective=HybridObjective(hybrid))
+
+    def _simulation_round(self, final: bool) -> None:
+        """Simulate the pool, fine-tune the residual (`baco.sim_hybrid`); the best simulated
+        design so far becomes the best design (refinement explores around it; after the last
+        round, it is the result, each of its layers' programs first chosen by simulation
+        among ``sim_polish`` neighbours: `SimLearner.polish`), scored again on the updated
+        model."""
+        learner = self.learner
+        pool = [d for _, _, d in learner.pool]
+        if pool:
+            analytic = self.rounder.analytic_score(pool)
+            self.samples += learner.simulate_pool(np.asarray(analytic.cycles, np.float64))
+        self._use_hybrid(learner.fine_tune())
+        self.sims_done += 1
+        record = learner.best()
+        if final and record is not None and self.config.sim_polish > 0:
+            before = len(learner.records)
+            self.samples += learner.polish(self.rounder, record,
+                                           np.asarray(self.space.orders[0, 0]),
+                                           self.config.sim_polish)
+            if len(learner.records) > before:      # the composed design: learn it too
+                self._use_hybrid(learner.fine_tune())
+            record = learner.best()
+        if record is not None:
+            self.best = record.design
+        if self.best is not None:
+            self.best_edp = float(network_edp(self.rounder.score([self.best]), self.counts)[0][0])
+            self.history.append((self.samples, self.seconds(), self.best_edp))
 
     def _starts_round(self) -> bool:
         """``descent: false``: one round of ``starts`` exactly scored starts and no gradient
@@ -689,7 +768,7 @@ class _Search:
     def _refine_round(self) -> bool:
         """Exact local moves on the chosen layers of the best design (`baco.refine`)."""
         cfg = self.config
-        remaining = cfg.budget_samples - self.samples
+        remaining = self.budget - self.samples
         if remaining <= 0:
             return False
         k = min(cfg.importance.layers_per_round, len(self.layers))
@@ -743,7 +822,7 @@ class _Search:
             if edps[j] < current and b >= 0 and b not in improving:
                 improving[b] = int(j)
         self._consider(designs, edps)
-        if len(improving) > 1 and self.samples < cfg.budget_samples:
+        if len(improving) > 1 and self.samples < self.budget:
             T2, S2, O2, ST2 = (best.temporal.copy(), best.spatial.copy(), best.order.copy(),
                                best.stages.copy())
             for b, j in improving.items():
@@ -785,8 +864,11 @@ class _Search:
             "seconds": self.seconds(), "warnings": self.warnings, "done": self.done,
             "has_theta": self.thetas is not None, "phase": self.phase,
             "refiner": None if self.refiner is None else self.refiner.state_dict(),
-            "cursor": self.cursor,
+            "cursor": self.cursor, "sims_done": self.sims_done,
         }
+        if self.learner is not None:
+            sim_arrays, meta["sim"] = self.learner.state_dict()
+            arrays.update(sim_arrays)
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
         return arrays
 
@@ -796,8 +878,10 @@ class _Search:
             raise ConfigError(f"checkpoint {where}: version {meta.get('version')} is not "
                               f"{CHECKPOINT_VERSION}; delete it to start over")
         mine_config = self.config.to_dict()
-        if mine_config.get("area_budget_mm2") is None and "area_budget_mm2" not in meta["config"]:
-            mine_config.pop("area_budget_mm2")     # a checkpoint from before area budgets
+        defaults = CodesignConfig().to_dict()
+        for key in [k for k in mine_config if k not in meta["config"]]:
+            if mine_config[key] == defaults[key]:  # a checkpoint from before that option
+                mine_config.pop(key)
         for key, mine in (("config", mine_config),
                           ("network", self.net.to_dict()["layers"]),
                           ("hardware", self.base_hw.to_dict())):
@@ -826,6 +910,10 @@ class _Search:
         self.done = bool(meta["done"])
         self.phase = meta["phase"]
         self.cursor = int(meta["cursor"])
+        self.sims_done = int(meta.get("sims_done", 0))
+        if self.learner is not None:
+            self.learner.load_state_dict(arrays, meta["sim"])
+            self._use_hybrid(self.learner.hybrid)
         if meta["refiner"] is not None:
             self.refiner = ImportanceScheduler(self.layers, list(self.net.counts),
                                                self.importance_config)
@@ -872,6 +960,8 @@ class _Search:
         }
         if plain is not None:
             extra["edp_analytic"] = plain
+        if self.learner is not None:
+            extra["sim_hybrid"] = self.learner.summary(self.best)
         return CodesignResult(method="baco", network=self.net.name, hardware=self.best.hw,
                               layers=layers, samples=self.samples, history=history,
                               seed=self.config.seed, extra=extra)
@@ -964,7 +1054,8 @@ def codesign(network: Network | str, template: str = "gemmini",
 def yardstick_name(config: CodesignConfig) -> str:
     """What the search's own EDPs are measured on, as progress lines name it."""
     name = "instruction-aware model" if config.instruction_aware else "plain model"
-    return f"hybrid {name}" if config.predictor == "hybrid" else name
+    prefix = {"hybrid": "hybrid ", "sim_hybrid": "simulator-trained hybrid "}
+    return prefix.get(config.predictor, "") + name
 
 
 class Progress:

@@ -38,7 +38,7 @@ from perfmodels.energy import check_area_budget
 from workloads.errors import ConfigError
 
 _HW_MODES = ("min_hw", "free", "fixed")
-_PREDICTORS = ("analytic", "hybrid")
+_PREDICTORS = ("analytic", "hybrid", "sim_hybrid")
 _NEAREST = ("log", "linear")
 
 
@@ -108,6 +108,12 @@ class CodesignConfig:
     Predictor: ``analytic`` scores latency with the analytical model; ``hybrid`` multiplies
     its cycles by the learned residual of the surrogate at ``model`` (a folder from `baco
     surrogate train`; `perfmodels.atformer.hybrid`), in the descent and in every exact score.
+    ``sim_hybrid`` learns that residual from the simulator during the search: ``sim_rounds``
+    times it simulates the ``sim_top_k`` best new designs, fine-tunes the residual on every
+    simulated layer so far (warm-started from ``model`` if given), and the final design is the
+    one with the lowest simulated EDP, after each of its layers' programs is chosen by
+    simulation among ``sim_polish`` neighbours (0: off) (`baco.sim_hybrid`; each newly
+    simulated layer costs a sample).
     """
 
     seed: int = 0
@@ -137,6 +143,9 @@ class CodesignConfig:
     model: str | None = None
     area_budget_mm2: float | None = None
     descent: bool = True
+    sim_rounds: int = 4
+    sim_top_k: int = 4
+    sim_polish: int = 4
 
     def __post_init__(self) -> None:
         if self.predictor not in _PREDICTORS:
@@ -146,7 +155,10 @@ class CodesignConfig:
             raise ConfigError("codesign.predictor 'hybrid' needs codesign.model: a surrogate "
                               "folder from `baco surrogate train`")
         _positive(self, "budget_samples", "starts", "steps_per_start", "round_every",
-                  "max_pe_dim", "start_mappings", "checkpoint_every", "refine_moves")
+                  "max_pe_dim", "start_mappings", "checkpoint_every", "refine_moves",
+                  "sim_rounds", "sim_top_k")
+        if self.sim_polish < 0:
+            raise ConfigError(f"codesign.sim_polish must be >= 0, got {self.sim_polish}")
         if not 0.0 <= self.refine_fraction < 1.0:
             raise ConfigError(f"codesign.refine_fraction must be in [0, 1), got "
                               f"{self.refine_fraction}")

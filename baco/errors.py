@@ -4,6 +4,7 @@ from workloads.errors import BacoError
 from workloads.errors import ConfigError
 from workloads.errors import DSLError
 from workloads.errors import InfeasibleError
+from workloads.errors import ProgramTooLongError
 from workloads.errors import TraceError
 from workloads.errors import UnsupportedOpError
 from workloads.errors import WorkloadError
@@ -13,6 +14,7 @@ __all__ = [
     "ConfigError",
     "DSLError",
     "InfeasibleError",
+    "ProgramTooLongError",
     "TraceError",
     "UnsupportedOpError",
     "WorkloadError",

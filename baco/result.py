@@ -3,7 +3,11 @@
 All searches count samples the same way: **one sample is one whole-network point — a hardware
 configuration and one mapping per unique layer — scored by the model** (exact, or relaxed for a
 gradient step, which costs the same model evaluation). This is DOSA's accounting (each gradient
-iteration is plotted as a sample) and the one the seed's Fig. 6.11 compares at.
+iteration is plotted as a sample) and the one the seed's Fig. 6.11 compares at. A search that
+runs the simulator (``codesign.predictor: sim_hybrid``, `baco.sim_hybrid`) also pays **one
+sample per unique layer it simulates for the first time** (a layer, mapping and hardware it has
+not simulated before): a whole design of L unique layers costs up to L samples, so its budget
+buys fewer model points, never free simulations.
 
 Totals follow Eq. 6.9: ``latency_cycles = Σ count·l_i``, ``energy_pj = Σ count·e_i`` and
 ``edp = energy_pj × latency_cycles`` (pJ·cycles).

@@ -83,7 +83,7 @@ from accel.mapping import Mapping
 from accel.sim import TimingTable, run_batch
 from accel.sim.decode import DecodedTrace, Op
 from accel.sim.engine import CHUNK
-from baco.errors import BacoError, ConfigError
+from baco.errors import BacoError, ConfigError, ProgramTooLongError
 from baco.instructions import array_axes
 from baco.rounding import Design, common_score
 from perfmodels.accesses import Accesses
@@ -248,6 +248,13 @@ def cache_key(layer: Layer, mapping: Mapping, hw: HardwareConfig,
     return (layer, fused, mapping, hw, timing_table or TimingTable())
 
 
+MAX_INSTRUCTIONS = 4_000_000
+"""The longest program of one layer the simulated yardstick builds: lowering is Python and
+holds the program in memory (about 0.2 KB and 10 us per instruction; a 16x16 array runs
+U-Net's 570x570 convolutions in tens of millions). Longer programs leave the simulated
+yardstick unavailable, with the layer named, rather than the run out of memory."""
+
+
 # --------------------------------------------------------------------------- template levels
 @dataclasses.dataclass(frozen=True)
 class _Levels:
@@ -272,6 +279,9 @@ def gemmini_levels(template: Template) -> _Levels:
 
 def simulation_unsupported(hw: HardwareConfig) -> str | None:
     """Why designs on `hw` cannot be simulated (None if they can)."""
+    if hw.template != "gemmini":
+        return (f"the simulator runs Gemmini's instruction set; template {hw.template!r} is "
+                "another accelerator")
     try:
         gemmini_levels(hw.template_spec)
     except ConfigError as exc:
@@ -414,11 +424,13 @@ def _layer_label(index: int, layer: Layer) -> str:
     return f"layer {index} ({layer.name or layer.config_str()})"
 
 
-def _lower(index: int, layer: Layer, mapping: Mapping, hw: HardwareConfig) -> Lowered:
+def _lower(index: int, layer: Layer, mapping: Mapping, hw: HardwareConfig,
+           max_instructions: int | None) -> Lowered:
     fused, _ = split_epilogue(layer.epilogue)
     try:
         mapping.validate(padded_layer(layer, mapping), hw)
-        return lower(layer, mapping, _roomy(hw), epilogue=fused, check=False)
+        return lower(layer, mapping, _roomy(hw), epilogue=fused, check=False,
+                     max_instructions=max_instructions)
     except BacoError as exc:
         raise type(exc)(f"simulated yardstick: {_layer_label(index, layer)} cannot be lowered "
                         f"on {hw.name or 'the design hardware'}: {exc}") from None
@@ -438,8 +450,8 @@ class _Job:
 
 
 def _prepare(indices: tuple[int, ...], layer: Layer, mapping: Mapping, hw: HardwareConfig,
-             step_kb: float) -> _Job:
-    low = _lower(indices[0], layer, mapping, hw)
+             step_kb: float, max_instructions: int | None) -> _Job:
+    low = _lower(indices[0], layer, mapping, hw, max_instructions)
     alloc = low.alloc
     return _Job(indices, _layer_label(indices[0], layer), low.trace.as_arrays(), alloc,
                 int(low.stats.macs),
@@ -486,7 +498,8 @@ def _timing_runs(jobs: Iterator[_Job], table: TimingTable, batch: int
 def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: Design, *,
                     sram_step_kb: float = 1.0, cache: SimCache | None = None,
                     timing_table: TimingTable | None = None, batch: int | None = None,
-                    progress: Callable[[int, int, str], None] | None = None
+                    progress: Callable[[int, int, str], None] | None = None,
+                    max_instructions: int | None = MAX_INSTRUCTIONS
                     ) -> tuple[Yardstick, tuple[SimulatedLayer, ...]]:
     """The ``simulated`` yardstick of a design, and its per-layer figures.
 
@@ -494,12 +507,14 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
     timing on the design's array (buffers grown if the programs need more rows, see the module
     docstring), and its energy counted from the trace. ``counts`` weight the layers as in
     `baco.rounding.network_edp`. ``progress(done, total, layer_name)`` is called per layer
-    simulated.
+    simulated. A layer whose program passes `max_instructions` is not built
+    (`ProgramTooLongError`, naming the layer; None: no cap).
 
     Raises:
       ConfigError: the template or array cannot run Gemmini traces.
       InfeasibleError, UnsupportedOpError, TraceError: a layer cannot be lowered or run; the
-        message names the layer.
+        message names the layer (`ProgramTooLongError`, a `TraceError`: its program passes
+        `max_instructions`).
     """
     if len(layers) != len(counts):
         raise ConfigError(f"simulated yardstick: {len(layers)} layers but {len(counts)} counts")
@@ -531,8 +546,8 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
     total = len(layers)
     done = len(found)
     if missing:
-        jobs = (_prepare(tuple(idx), layers[idx[0]], mappings[idx[0]], hw, sram_step_kb)
-                for idx in missing.values())
+        jobs = (_prepare(tuple(idx), layers[idx[0]], mappings[idx[0]], hw, sram_step_kb,
+                         max_instructions) for idx in missing.values())
         for job, res in _timing_runs(jobs, table, batch):
             b = job.indices[0]
             decoded = res.decoded
@@ -587,7 +602,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
                sram_step_kb: float = 1.0, area_budget_mm2: float | None = None,
                cache: SimCache | None = None,
                timing_table: TimingTable | None = None, batch: int | None = None,
-               progress: Callable[[int, int, str], None] | None = None) -> Yardsticks:
+               progress: Callable[[int, int, str], None] | None = None,
+               max_instructions: int | None = MAX_INSTRUCTIONS) -> Yardsticks:
     """The design's ``plain``, ``instruction_aware`` and ``simulated`` yardsticks and the area
     of its hardware (`Yardsticks`; ``.to_dict()`` for JSON).
 
@@ -597,7 +613,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     `progress` go there). ``area_mm2`` is the template's area model for ``design.hw``; each
     yardstick also carries the hardware it scored and that hardware's area. A yardstick the
     template does not support (instruction awareness needs DIM x DIM array axes, the simulator
-    Gemmini's levels and a square array) is None, with the reason in ``unavailable``.
+    the Gemmini template and a square array) is None, with the reason in ``unavailable``; so
+    is ``simulated`` when a layer's program passes `max_instructions` (`MAX_INSTRUCTIONS`).
     """
     unavailable: dict[str, str] = {}
     plain_score = common_score(layers, counts, design, False, sram_step_kb)
@@ -616,9 +633,13 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     simulated, per_layer = None, ()
     why = simulation_unsupported(design.hw)
     if why is None:
-        simulated, per_layer = simulate_design(
-            layers, counts, design, sram_step_kb=sram_step_kb, cache=cache,
-            timing_table=timing_table, batch=batch, progress=progress)
+        try:
+            simulated, per_layer = simulate_design(
+                layers, counts, design, sram_step_kb=sram_step_kb, cache=cache,
+                timing_table=timing_table, batch=batch, progress=progress,
+                max_instructions=max_instructions)
+        except ProgramTooLongError as exc:
+            unavailable["simulated"] = str(exc)
     else:
         unavailable["simulated"] = why
     return Yardsticks(plain=plain, instruction_aware=aware, simulated=simulated,
@@ -627,6 +648,7 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
 
 __all__ = [
     "DEFAULT_CACHE",
+    "MAX_INSTRUCTIONS",
     "YARDSTICKS",
     "SimCache",
     "SimulatedLayer",

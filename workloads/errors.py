@@ -30,5 +30,10 @@ class TraceError(BacoError):
     """A malformed or unexecutable instruction trace; names the instruction index and field."""
 
 
+class ProgramTooLongError(TraceError):
+    """A lowered program would exceed the instruction cap its caller set (`accel.lower.lower`
+    ``max_instructions``): too long to build and simulate here."""
+
+
 class DSLError(BacoError):
     """An unsupported construct in a block-DSL kernel; carries file:line."""

@@ -138,7 +138,8 @@ def _check_layout(layout: DramLayout, layer: Layer, epi: Epilogue, partial: bool
 def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str = "ws",
           layout: DramLayout | None = None, macro: bool = False,
           epilogue: Sequence[str] | None = None, acc_scale: float = 1.0,
-          full_output: bool = False, check: bool = True) -> Lowered:
+          full_output: bool = False, check: bool = True,
+          max_instructions: int | None = None) -> Lowered:
     """Lower one layer with one mapping on one Gemmini-like hardware point to a trace.
 
     Args:
@@ -153,6 +154,8 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
         acc_scale: the float scale applied to the accumulator on the final mvout.
         full_output: write int32 outputs (no scale, no activation) instead of int8.
         check: run the coverage check and `Trace.validate` (off only for bulk runs).
+        max_instructions: stop with `ProgramTooLongError` as soon as the program would pass
+            this many instructions (weight-stationary unrolled programs; None: no cap).
 
     Returns:
         A `Lowered` with the trace, DRAM layout, allocation and statistics.
@@ -161,6 +164,7 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
         InfeasibleError: the mapping does not fit, or a tile overflows the scratchpad or
             accumulator (the message names the buffer, rows needed and rows available).
         UnsupportedOpError: an epilogue op that cannot be lowered.
+        ProgramTooLongError: the program passes `max_instructions`.
 
     >>> from accel.arch import HardwareConfig
     >>> hw = HardwareConfig(pe_rows=4, pe_cols=4, sp_kb=4, acc_kb=4)
@@ -196,7 +200,7 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
     if macro:
         result = lower_loop_ws(nest, params, layout, epi)
     else:
-        result = lower_ws(nest, params, layout, epi)
+        result = lower_ws(nest, params, layout, epi, max_instructions)
     em = result.emitter
     trace = Trace(em.out)
     if check:

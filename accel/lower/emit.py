@@ -12,7 +12,7 @@ import collections
 import dataclasses
 
 from accel.isa import Activation, Dataflow, Funct, Instruction, IsaParams, layout_of
-from workloads.errors import TraceError
+from workloads.errors import ProgramTooLongError, TraceError
 
 GARBAGE = 0xFFFFFFFF
 ACC_BIT = 1 << 31
@@ -107,8 +107,9 @@ class LowerStats:
 class Emitter:
     """Builds the instruction list; tracks configuration state and traffic counters."""
 
-    def __init__(self, params: IsaParams) -> None:
+    def __init__(self, params: IsaParams, max_instructions: int | None = None) -> None:
         self.params = params
+        self.max_instructions = max_instructions
         self.out: list[Instruction] = []
         self.ld: dict[int, tuple] = {}
         self.st: tuple | None = None
@@ -120,6 +121,12 @@ class Emitter:
         self.array_macs = 0
         self.computes = 0
         self.preloads = 0
+
+    def check_length(self) -> None:
+        """Raise `ProgramTooLongError` once the program passes ``max_instructions``."""
+        if self.max_instructions is not None and len(self.out) > self.max_instructions:
+            raise ProgramTooLongError(f"the program passes {self.max_instructions} "
+                                      "instructions")
 
     # ------------------------------------------------------------------ configuration
     def config_ex(self, *, dataflow: int = Dataflow.WS, act: int = Activation.NONE) -> None:

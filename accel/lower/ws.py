@@ -28,6 +28,7 @@ Without either, the first compute into each row overwrites instead of accumulati
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -61,7 +62,7 @@ from accel.lower.nest import (
     weight_layout,
     window_geometry,
 )
-from workloads.errors import InfeasibleError
+from workloads.errors import InfeasibleError, ProgramTooLongError
 
 _NO_BASE, _A_BASE, _W_BASE, _C_BASE = range(4)
 
@@ -319,11 +320,17 @@ def needs_partial(nest: Nest) -> bool:
     return False
 
 
-def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue) -> WSResult:
-    """Emit the whole weight-stationary program of ``nest.layer`` (see the module docstring)."""
+def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
+             max_instructions: int | None = None) -> WSResult:
+    """Emit the whole weight-stationary program of ``nest.layer`` (see the module docstring);
+    `ProgramTooLongError` as soon as it would pass `max_instructions` (None: no cap)."""
     lay, dim = nest.layer, nest.dim
+    steps = lay.groups * math.prod(lp.trip for lp in nest.loops[DRAM] + nest.loops[SP])
+    if max_instructions is not None and steps > max_instructions:
+        raise ProgramTooLongError(f"the program has {steps} tile steps, each at least one "
+                                  f"instruction: more than {max_instructions}")
     alloc, il, wl, ol = allocate(nest, params)
-    em = Emitter(params)
+    em = Emitter(params, max_instructions)
     act = Activation.RELU if epi.relu else Activation.NONE
     em.config_ex(act=act)
 
@@ -560,6 +567,7 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue) -
                 bases = (0, ireg.slot_row(slot["i"]) + a2[i2], wreg.slot_row(slot["w"]) + w2[i2],
                          o_state["tile"][3])
                 _replay(em, tmpl, bases, o_state["overwrite"])
+                em.check_length()
                 steps.append(StepRecord(g, origin, tmpl))
     leave_output()
     em.fence()

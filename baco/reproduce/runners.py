@@ -62,7 +62,8 @@ def _method(data: dict[str, Any]) -> MethodSpec:
 
 
 def _per_seed_geomean(results: dict[str, dict], ids: list[str], key: str) -> float | None:
-    values = [results[i][key] for i in ids if i in results and key in results[i]]
+    values = [results[i].get(key) for i in ids if i in results]
+    values = [v for v in values if v is not None]
     return geomean(values) if values else None
 
 
@@ -577,7 +578,9 @@ class Convergence(EndToEnd):
         cells, labels = self._table(params, results)
         header = ["Network", "Method", "Seeds", *[f"best EDP @{m}" for m in params.marks],
                   *[f"/ {params.reference} @{m}" for m in params.marks],
-                  "final EDP (common scorer)"]
+                  "final EDP (instr.-aware)", f"final simulated / {params.reference}",
+                  f"final instr.-aware / {params.reference}",
+                  f"final plain / {params.reference}"]
         rows, csv_rows = [], []
         for net in params.networks:
             at: dict[str, list[float | None]] = {}
@@ -589,13 +592,17 @@ class Convergence(EndToEnd):
                     vals.append(geomean(got) if got and all(g for g in got) else None)
                 at[label] = vals
             ref = at.get(params.reference, [None] * len(params.marks))
+            ref_cell = cells.get((net, params.reference)) or {}
             for label in labels:
                 c = cells.get((net, label))
                 ratios = [a / b if a and b else None for a, b in zip(at[label], ref)]
+                finals = [c[k] / ref_cell[k] if c and c.get(k) and ref_cell.get(k) else None
+                          for k in ("edp_sim", "edp", "edp_plain")]
                 rows.append([net, label, c["seeds"] if c else 0, *map(fmt, at[label]),
-                             *map(ratio, ratios), fmt(c["edp"]) if c else "-"])
+                             *map(ratio, ratios), fmt(c["edp"]) if c else "-",
+                             *map(ratio, finals)])
                 csv_rows.append([net, label, c["seeds"] if c else 0, *at[label], *ratios,
-                                 c["edp"] if c else None])
+                                 c["edp"] if c else None, *finals])
             curves = {}
             for label in labels:
                 c = cells.get((net, label))
@@ -623,14 +630,17 @@ class Convergence(EndToEnd):
             "instruction-aware (padding counted), the baselines on the plain analytic model, "
             "which can only flatter them; geometric mean over seeds "
             f"{params.seeds} (a seed that had found nothing yet leaves the cell empty)."),
-            "final EDP: each search's final design on the common scorer (instruction-aware).",
+            ("final: each search's final design judged by `baco.yardsticks`: its EDP on the "
+             "instruction-aware model, and its EDP relative to the reference's on the simulator "
+             "(its programs run), the instruction-aware and the plain model."),
             _budgets_note(params.methods),
             *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
             *_missing_note(n_cases, len(results))]
         return _write_outputs(out, self.title, notes, header, rows,
                               ["network", "method", "seeds",
                                *[f"best_edp_at_{m}" for m in params.marks],
-                               *[f"ratio_at_{m}" for m in params.marks], "final_edp"],
+                               *[f"ratio_at_{m}" for m in params.marks], "final_edp",
+                               "final_ratio_sim", "final_ratio", "final_ratio_plain"],
                               csv_rows)
 
 
@@ -721,58 +731,61 @@ class Ablation:
 
     def reduce(self, params: AblationParams, results: dict[str, dict], out: pathlib.Path,
                n_cases: int) -> str:
-        edps: dict[str, float | None] = {}
-        plain: dict[str, float | None] = {}
+        # The three yardsticks (`baco.yardsticks`), simulated first: geomean EDP over seeds
+        # per row, and the improvement over the baseline row on each.
+        sticks = (("simulated", "edp_sim"), ("instr.-aware", "edp"), ("plain model", "edp_plain"))
+        edps: dict[str, dict[str, float | None]] = {}
         for r in params.rows:
             ids = [safe_id(params.network, f"row-{r.id}", f"s{s}") for s in params.seeds]
-            edps[r.id] = _per_seed_geomean(results, ids, "edp")
-            plain[r.id] = _per_seed_geomean(results, ids, "edp_plain")
-        base, base_plain = edps.get(params.baseline), plain.get(params.baseline)
-        header = ["Setting", *[f"({r.id})" for r in params.rows]]
-        rows = [[comp, *["✓" if comp in r.components else "" for r in params.rows]]
-                for comp in params.components]
-        improvement, improvement_plain, status = [], [], []
+            edps[r.id] = {key: _per_seed_geomean(results, ids, key) for _, key in sticks}
+        gains: dict[str, list[float | None]] = {key: [] for _, key in sticks}
+        status = []
         for r in params.rows:
             why = unavailable(r)
             if why:
-                improvement.append(None)
-                improvement_plain.append(None)
                 status.append(f"({r.id}) not available: {why}")
-                continue
-            e, p = edps[r.id], plain[r.id]
-            improvement.append(base / e if base and e else None)
-            improvement_plain.append(base_plain / p if base_plain and p else None)
-        rows.append(["EDP (cycles x pJ, geomean over seeds)",
-                     *[fmt(edps[r.id]) if not unavailable(r) else "n/a"
-                       for r in params.rows]])
-        rows.append(["Improvement (ours)", *[ratio(v) if v else
-                                             ("n/a" if unavailable(r) else "-")
-                                             for v, r in zip(improvement, params.rows)]])
-        rows.append(["Improvement (plain model)", *[ratio(v) if v else "-"
-                                                    for v in improvement_plain]])
+            for _, key in sticks:
+                base, e = edps[params.baseline][key], edps[r.id][key]
+                gains[key].append(base / e if base and e and not why else None)
+        header = ["Setting", *[f"({r.id})" for r in params.rows]]
+        rows = [[comp, *["✓" if comp in r.components else "" for r in params.rows]]
+                for comp in params.components]
+        for name, key in sticks:
+            rows.append([f"EDP {name} (cycles x pJ, geomean over seeds)",
+                         *[fmt(edps[r.id][key]) if edps[r.id][key] else
+                           ("n/a" if unavailable(r) else "-") for r in params.rows]])
+        for name, key in sticks:
+            rows.append([f"Improvement ({name})",
+                         *[ratio(v) if v else ("n/a" if unavailable(r) else "-")
+                           for v, r in zip(gains[key], params.rows)]])
         rows.append(["Improvement (seed)", *[ratio(r.seed_improvement) for r in params.rows]])
         notes = [(f"Network {params.network}; seeds {params.seeds}; improvement = EDP of "
-                 f"({params.baseline}) / EDP of the row, every design scored as DIM x DIM "
-                 "instructions run it (padding counted); 'plain model' scores the same designs "
-                 "on the plain analytic model."),
+                 f"({params.baseline}) / EDP of the row, every design judged by "
+                 "`baco.yardsticks`: simulated (its programs on the simulator), "
+                 "instr.-aware (as DIM x DIM instructions run it, padding counted) and on the "
+                 "plain analytic model."),
                  *[f"({r.id}) {r.method.search} on {r.method.hardware}, budget "
                    f"{r.method.budget}, options {json.dumps(r.method.options)}"
                    + (f" -- {r.note}" if r.note else "") for r in params.rows],
                  *status, *_infeasible_notes(_infeasible_of(results)),
                  *_missing_note(n_cases, len(results))]
-        csv_rows = [[r.id, "+".join(r.components), edps[r.id], v, vp, r.seed_improvement,
+        csv_rows = [[r.id, "+".join(r.components), *[edps[r.id][k] for _, k in sticks],
+                     *[gains[k][i] for _, k in sticks], r.seed_improvement,
                      "not available" if unavailable(r) else ""]
-                    for r, v, vp in zip(params.rows, improvement, improvement_plain)]
+                    for i, r in enumerate(params.rows)]
         text = _write_outputs(out, f"Table 6.7: ablation on {params.network}", notes, header,
-                              rows, ["row", "components", "edp", "improvement",
-                                     "improvement_plain", "seed_improvement", "status"],
+                              rows, ["row", "components", "edp_sim", "edp", "edp_plain",
+                                     "improvement_sim", "improvement", "improvement_plain",
+                                     "seed_improvement", "status"],
                               csv_rows)
+        improvement = gains["edp_sim"]
         from baco.plots import grouped_bars
         avail = [r for r, v in zip(params.rows, improvement) if v]
         if avail:
             _save_plot(grouped_bars([f"({r.id})" for r in avail],
-                                    {"ours": [v for v in improvement if v]},
-                                    reference={"ours": [r.seed_improvement for r in avail]},
+                                    {"ours (simulated)": [v for v in improvement if v]},
+                                    reference={"ours (simulated)":
+                                               [r.seed_improvement for r in avail]},
                                     ylabel=f"EDP improvement over ({params.baseline})",
                                     title="Table 6.7: ablation", log=False),
                        out / "improvement.png")

@@ -309,23 +309,24 @@ def _pad_to(n: int) -> int:
     return _BUCKETS[-1]
 
 
-def score(layers: Sequence[Layer], layer_index: np.ndarray, hws: Sequence[HardwareConfig],
-          hw_index: np.ndarray, batch: MappingBatch) -> tuple[np.ndarray, np.ndarray]:
-    """Exact cycles and energy (pJ) of ``batch`` (float64, ``[n]``).
-
-    Row i is mapping i of ``layers[layer_index[i]]`` on ``hws[hw_index[i]]``; all hardware
-    shares one template. Runs the vmapped exact model in padded chunks.
-    """
+def _stacked(layers: Sequence[Layer], hws: Sequence[HardwareConfig]
+             ) -> tuple[Any, LayerArrays, HwParams]:
     templates = {hw.template_spec for hw in hws}
     if len(templates) != 1:
         raise ConfigError("score: all hardware configs must share one template")
-    template = templates.pop()
     packed_layers = [pack_layer(layer) for layer in layers]
     layer_arr = LayerArrays(*(np.stack(xs) for xs in zip(*packed_layers)))
     hw_params = [hw.to_params() for hw in hws]
     hw_arr = HwParams(*(np.stack(xs) for xs in zip(*hw_params)))
-    maps = _pack(batch)
-    n = batch.size
+    return templates.pop(), layer_arr, hw_arr
+
+
+def _score_chunks(template: Any, layer_arr: LayerArrays, hw_arr: HwParams, n: int,
+                  rows_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, MappingBatch]]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Score `n` rows in padded chunks of at most ``_BUCKETS[-1]``; ``rows_of(rows)`` gives
+    the layer index, hardware index and mappings of those (global) rows. Only one chunk is
+    ever packed at a time, so the memory this takes does not grow with `n`."""
     cycles = np.empty(n, np.float64)
     energy = np.empty(n, np.float64)
     chunk = _BUCKETS[-1]
@@ -334,27 +335,55 @@ def score(layers: Sequence[Layer], layer_index: np.ndarray, hws: Sequence[Hardwa
         size = _pad_to(stop - start)
         rows = np.arange(start, start + size)
         rows = np.where(rows < stop, rows, start)       # pad with copies of the first row
-        li, hi = layer_index[rows], hw_index[rows]
+        li, hi, maps = rows_of(rows)
         out = evaluate_batch(
             template,
             LayerArrays(*(a[li] for a in layer_arr)),
             HwParams(*(a[hi] for a in hw_arr)),
-            MappingArrays(*(a[rows] for a in maps)))
+            _pack(maps))
         cycles[start:stop] = np.asarray(out.cycles, np.float64)[:stop - start]
         energy[start:stop] = np.asarray(out.energy_pj, np.float64)[:stop - start]
     return cycles, energy
 
 
+def score(layers: Sequence[Layer], layer_index: np.ndarray, hws: Sequence[HardwareConfig],
+          hw_index: np.ndarray, batch: MappingBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cycles and energy (pJ) of ``batch`` (float64, ``[n]``).
+
+    Row i is mapping i of ``layers[layer_index[i]]`` on ``hws[hw_index[i]]``; all hardware
+    shares one template. Runs the vmapped exact model in padded chunks, packing one chunk at
+    a time.
+    """
+    template, layer_arr, hw_arr = _stacked(layers, hws)
+    layer_index, hw_index = np.asarray(layer_index), np.asarray(hw_index)
+    return _score_chunks(template, layer_arr, hw_arr, batch.size,
+                         lambda rows: (layer_index[rows], hw_index[rows], batch.take(rows)))
+
+
 def score_layers(layers: Sequence[Layer], hw: HardwareConfig,
                  batches: Sequence[MappingBatch]) -> tuple[np.ndarray, np.ndarray]:
-    """Exact cycles and energy of equally long per-layer batches on one hardware point,
-    in one batched call: ``[layer, mapping]`` arrays."""
+    """Exact cycles and energy of equally long per-layer batches on one hardware point:
+    ``[layer, mapping]`` arrays.
+
+    The rows are scored as if the batches were concatenated (same chunks, same results), but
+    each chunk is gathered from the per-layer batches as it is scored: no copy of all layers'
+    mappings, and no packed arrays beyond one chunk, are ever built.
+    """
     m = batches[0].size
     if any(b.size != m for b in batches):
         raise ConfigError("score_layers: every layer needs the same number of mappings")
-    joined = MappingBatch.concat(batches)
-    index = np.repeat(np.arange(len(layers)), m)
-    cycles, energy = score(layers, index, [hw], np.zeros(len(index), np.int64), joined)
+    template, layer_arr, hw_arr = _stacked(layers, [hw])
+
+    def rows_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, MappingBatch]:
+        li, j = np.divmod(rows, m)
+        out = [np.empty((rows.size,) + a.shape[1:], a.dtype) for a in batches[0]]
+        for l in np.unique(li):
+            sel = li == l
+            for dst, src in zip(out, batches[l]):
+                dst[sel] = src[j[sel]]
+        return li, np.zeros(rows.size, np.int64), MappingBatch(*out)
+
+    cycles, energy = _score_chunks(template, layer_arr, hw_arr, len(layers) * m, rows_of)
     return cycles.reshape(len(layers), m), energy.reshape(len(layers), m)
 
 

@@ -26,6 +26,13 @@ is kept. Sample j is the whole-network point of the j-th mapping of every layer 
 so ``budget_samples`` is N. A layer whose pruned mapspace holds fewer than N distinct valid
 mappings is scored on all of them and its later samples repeat its earlier mappings
 (``extra["distinct_mappings"]`` has the counts).
+
+Bounds (what keeps memory independent of the budget and the network): mappings are drawn in
+rounds of twice the number still wanted, at most `MAX_ROUND_ROWS` rows a round; a layer stops
+drawing after `STALL_ROUNDS` rounds in a row without a new distinct valid mapping (its pruned
+mapspace counts as exhausted) or after ``max_draws`` rows (2,000,000); only the distinct valid
+mappings found are kept. Scoring (`baco.search._space.score_layers`) packs and evaluates one
+chunk of at most 4,096 rows at a time, gathered from the per-layer batches.
 """
 
 from __future__ import annotations
@@ -57,6 +64,11 @@ from workloads.network import Network
 STALL_ROUNDS = 8
 """Rounds without a new distinct mapping after which a layer's mapspace counts as exhausted."""
 
+MAX_ROUND_ROWS = 65_536
+"""Most candidate rows (factorizations x permutations) drawn in one round of `pruned_mappings`;
+rounds draw twice the mappings still wanted, up to this, so a round's memory is bounded
+whatever the budget."""
+
 
 def pruned_mappings(layer: Layer, hw: HardwareConfig, n: int, rng: np.random.Generator,
                     perms_per_factorization: int = 16, stages: int | None = None,
@@ -73,7 +85,8 @@ def pruned_mappings(layer: Layer, hw: HardwareConfig, n: int, rng: np.random.Gen
     have = drawn = stall = 0
     perms = max(1, int(perms_per_factorization))
     while have < n and stall < STALL_ROUNDS and drawn < max_draws:
-        factorizations = max(16, -(-2 * (n - have) // perms))
+        factorizations = min(max(16, -(-2 * (n - have) // perms)),
+                             max(1, MAX_ROUND_ROWS // perms))
         base = sampler.draw(factorizations, rng, stages, spatial_options=options)
         # Each factorization with `perms` random orders and stage draws.
         rows = np.repeat(np.arange(factorizations), perms)

@@ -13,7 +13,7 @@ from accel.lower.check import expected_output, random_inputs
 from accel.mapping import Mapping
 from accel.sim import run
 from baco import yardsticks as ys
-from baco.errors import ConfigError, InfeasibleError
+from baco.errors import ConfigError, InfeasibleError, ProgramTooLongError
 from baco.rounding import common_score, design_of
 from perfmodels.analytic import exact
 from workloads.layer import Layer
@@ -183,6 +183,26 @@ def test_templates_without_a_simulator_say_why():
     assert doc["plain"]["edp"] > 0 and doc["simulated"] is None
     assert doc["instruction_aware"] is None
     assert "Gemmini" in doc["unavailable"]["simulated"] and doc["layers"] == []
+
+
+def test_nvdla_is_another_accelerator_not_simulated_as_gemmini():
+    assert "nvdla" in ys.simulation_unsupported(HardwareConfig.preset("nvdla_small"))
+
+
+def test_a_program_past_the_instruction_cap_is_not_built_and_named():
+    layer = Layer.conv2d(R=3, S=3, P=32, Q=32, C=8, K=8, name="big")
+    tiny_tiles = Mapping.from_timeloop(
+        "L3[WIO] P32 Q32 S3 R3 - L2[WI] K8X - L1[O] C8X - L0[W] N1", stages=1)
+    design = design_of(HW, [tiny_tiles])
+    with pytest.raises(ProgramTooLongError, match=r"layer 0 \(big\).*more than 1000"):
+        ys.simulate_design([layer], [1], design, cache=ys.SimCache(), max_instructions=1000)
+    with pytest.raises(ProgramTooLongError, match="passes 20000 instructions"):
+        lower(layer, tiny_tiles, HW, max_instructions=20_000)     # 9216 steps, more ops
+    full = lower(layer, tiny_tiles, HW, max_instructions=None)
+    assert len(full.trace) > 20_000
+    y = ys.yardsticks([layer], [1], design, cache=ys.SimCache(), max_instructions=1000)
+    assert y.simulated is None and "layer 0 (big)" in y.unavailable["simulated"]
+    assert y.plain is not None and y.instruction_aware is not None
 
 
 def test_batched_runs_agree_with_one_by_one(monkeypatch):
