@@ -800,16 +800,22 @@ PREDICTORS = ("analytic", "sim", "hybrid")
 class RtlParams:
     """Fig. 6.12: predicted against measured cycles on DOSA's Gemmini RTL rows.
 
-    ``data`` is relative to the project root. Held out: every ``held_out_every``-th row (the
-    split the simulator's constants were fitted around, `accel.sim.rtl`); the hybrid trains
-    on the rest. ``hybrid`` holds `perfmodels.atformer.TrainConfig` keys.
+    ``data`` is relative to the project root. Held out (``split``): ``rows``, every
+    ``held_out_every``-th row (the split the simulator's constants were fitted around,
+    `accel.sim.rtl`), or ``layers``, every row of a seeded ``held_out_fraction`` of the
+    distinct layers (`perfmodels.atformer.train.split_by_group`, ``split_seed``): no row of a
+    held-out layer is seen in training. The hybrid trains on the rest. ``hybrid`` holds
+    `perfmodels.atformer.TrainConfig` keys.
     """
 
     data: str = "data/gemmini_rtl_train.csv"
     limit: int | None = None
     predictors: list[str] = dataclasses.field(default_factory=lambda: list(PREDICTORS))
     chunk_rows: int = 200
+    split: str = "rows"
     held_out_every: int = 5
+    held_out_fraction: float = 0.2
+    split_seed: int = 0
     hybrid: dict[str, Any] = dataclasses.field(default_factory=dict)
     hybrid_array_dim: int | None = None
     seed_correlation: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -845,6 +851,36 @@ def _trainer() -> Any:
     return fn if callable(fn) else None
 
 
+def _split_of(params: RtlParams) -> dict[str, Any]:
+    if params.split == "rows":
+        return {"held_out_every": params.held_out_every}
+    return {"split": "layers", "held_out_fraction": params.held_out_fraction,
+            "split_seed": params.split_seed}
+
+
+def held_out(p: dict[str, Any], index: np.ndarray) -> np.ndarray:
+    """Which of the rows `index` (row numbers of ``p["data"]``) are held out by the split
+    ``p`` describes (`RtlParams`)."""
+    index = np.asarray(index)
+    if p.get("split", "rows") == "rows":
+        return index % p["held_out_every"] == 0
+    held = _held_out_rows(str((PROJECT_ROOT / p["data"]).resolve()), p.get("limit"),
+                          float(p["held_out_fraction"]), int(p["split_seed"]))
+    return np.isin(index, held)
+
+
+@functools.lru_cache(maxsize=8)
+def _held_out_rows(path: str, limit: int | None, fraction: float, seed: int) -> np.ndarray:
+    """Row numbers of the held-out layers' rows (the groups are `layer_key`s over all rows,
+    so every predictor's cases share one split)."""
+    from perfmodels.atformer.train import layer_key, split_by_group
+    from perfmodels.validate import read_rows
+    rows = read_rows(path, limit=limit, strict=False, cycles_key="target.gemmini_cycle")
+    keys: dict[tuple, int] = {}
+    group = np.array([keys.setdefault(layer_key(r.layer), len(keys)) for r in rows])
+    return np.array([r.index for r in rows])[split_by_group(group, fraction, seed)]
+
+
 class RtlAccuracy:
     kind = "rtl_accuracy"
     Params = RtlParams
@@ -859,6 +895,12 @@ class RtlAccuracy:
         if params.chunk_rows < 1 or params.held_out_every < 2:
             raise ConfigError(f"{where}: params.chunk_rows must be >= 1 and "
                               "params.held_out_every >= 2")
+        if params.split not in ("rows", "layers"):
+            raise ConfigError(f"{where}: params.split must be 'rows' or 'layers', got "
+                              f"{params.split!r}")
+        if not 0.0 < params.held_out_fraction < 1.0:
+            raise ConfigError(f"{where}: params.held_out_fraction must be in (0, 1), got "
+                              f"{params.held_out_fraction}")
 
     @staticmethod
     def path(params: RtlParams) -> pathlib.Path:
@@ -883,8 +925,8 @@ class RtlAccuracy:
             elif p == "hybrid" and hybrid_unavailable():
                 continue
             else:
-                extra = ({"train": params.hybrid, "array_dim": params.hybrid_array_dim}
-                         if p == "hybrid" else {})
+                extra = ({"train": params.hybrid, "array_dim": params.hybrid_array_dim,
+                          **_split_of(params)} if p == "hybrid" else {})
                 out.append(Case(p, {**base, "predictor": p, **extra}))
         return out
 
@@ -916,7 +958,7 @@ class RtlAccuracy:
         import perfmodels.atformer as at
         rows, data = at.read_dataset(p["data"], limit=p["limit"], array_dim=p["array_dim"])
         index = np.array([r.index for r in rows])
-        train_rows = np.flatnonzero(index % p["held_out_every"] != 0)
+        train_rows = np.flatnonzero(~held_out(p, index))
         surrogate = _trainer()(data.take(train_rows), at.TrainConfig.from_dict(p["train"]))
         cycles = surrogate.predict_tokens(data.tokens)
         return {"predictor": pred, "index": index.tolist(),
@@ -948,7 +990,8 @@ class RtlAccuracy:
                                  params.seed_correlation.get(pred), f"not available: {why}"])
                 continue
             idx, p, m = series[pred]
-            held = idx % params.held_out_every == 0
+            held = held_out({"data": params.data, "limit": params.limit, **_split_of(params)},
+                            idx)
             for split, mask in (("held-out", held), ("all", np.ones_like(held))):
                 if mask.sum() < 2:
                     continue
@@ -961,9 +1004,11 @@ class RtlAccuracy:
                 csv_rows.append([pred, f["rows"], split, f["pearson"], f["pearson_log"],
                                  f["spearman"], f["mape"], params.seed_correlation.get(pred),
                                  ""])
+        split = (f"every {params.held_out_every}th row (by index)" if params.split == "rows"
+                 else f"all rows of {params.held_out_fraction:.0%} of the distinct layers "
+                      f"(seed {params.split_seed}; no row of a held-out layer in training)")
         notes = [(f"Data: {params.data} ({'first ' + str(params.limit) if params.limit else 'all'}"
-                 f" rows); held-out split: every {params.held_out_every}th row (by index), the "
-                 "hybrid trains on the rest."),
+                 f" rows); held-out split: {split}, the hybrid trains on the rest."),
                  ("analytic: the exact analytical model on each row's architecture columns "
                  "(the Timeloop model that drew the mapping); sim: the lowered trace on the "
                  "16x16 RTL chip model (`accel.sim.rtl.simulate_rows`); hybrid: analytic x "
@@ -978,9 +1023,11 @@ class RtlAccuracy:
         if series:
             any_idx = next(iter(series.values()))[0]
             same = all(np.array_equal(s[0], any_idx) for s in series.values())
+            mask = held_out({"data": params.data, "limit": params.limit, **_split_of(params)},
+                            any_idx)
             _save_plot(predicted_vs_measured(
                 {k: (v[1], v[2]) for k, v in series.items()},
-                highlight=(any_idx % params.held_out_every == 0) if same else None,
+                highlight=mask if same else None,
                 title="Fig. 6.12: predicted vs measured (held-out filled)"),
                 out / "predicted_vs_measured.png")
         return text

@@ -3,12 +3,16 @@ aggregates, and unavailable or infeasible entries are said to be so."""
 
 import csv
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from baco.reproduce.runners import RUNNERS, missing_fields, parse_params, spread
 from baco.reproduce.store import safe_id
+from workloads.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _csv(path):
@@ -96,6 +100,26 @@ def test_rtl_reduce_splits_held_out_rows(tmp_path):
     assert float(table[("sim", "held-out")]["mape"]) == pytest.approx(0.0)
     assert float(table[("sim", "all")]["mape"]) == pytest.approx(100 / 600 / 6)
     assert (tmp_path / "predicted_vs_measured.png").exists()
+
+
+def test_rtl_split_by_layer_holds_out_whole_layers():
+    from baco.reproduce.runners import held_out
+    from perfmodels.atformer.train import layer_key
+    from perfmodels.validate import read_rows
+    p = {"data": "data/gemmini_rtl_train.csv", "limit": None, "split": "layers",
+         "held_out_fraction": 0.2, "split_seed": 0}
+    rows = read_rows(ROOT / p["data"], strict=False, cycles_key="target.gemmini_cycle")
+    index = np.array([r.index for r in rows])
+    mask = held_out(p, index)
+    keys = [layer_key(r.layer) for r in rows]
+    held_keys = {k for k, m in zip(keys, mask) if m}
+    assert held_keys and not held_keys & {k for k, m in zip(keys, mask) if not m}
+    assert 0.1 < len(held_keys) / len(set(keys)) < 0.3
+    # the same rows, asked in another order or in chunks, get the same answer
+    assert np.array_equal(held_out(p, index[::-1]), mask[::-1])
+    assert np.array_equal(held_out(p, index[:200]), mask[:200])
+    with pytest.raises(ConfigError, match="params.split"):
+        parse_params("rtl_accuracy", {"split": "tiles"}, "t.yaml")
 
 
 def test_convergence_best_at_marks(tmp_path):
