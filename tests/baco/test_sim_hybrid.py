@@ -15,6 +15,7 @@ from accel.arch import HardwareConfig
 from baco.codesign import codesign
 from baco.config import ExperimentConfig
 from baco.rounding import Rounder, design_of
+from baco.run import results_document
 from baco.search.gemmini_tiler import gemmini_default
 from baco.sim_hybrid import SimLearner
 from baco.yardsticks import simulate_design
@@ -51,6 +52,14 @@ def test_the_final_design_is_the_best_simulated_one(reference):
     model = np.array([r.latency_cycles for r in reference.layers])
     sim = np.array([x.cycles for x in per_layer], np.float64)
     assert np.mean(np.abs(model / sim - 1)) < 0.25
+
+
+def test_results_json_puts_its_edp_on_the_named_yardstick(reference):
+    config = dataclasses.replace(TINY, codesign=CFG, baselines=[])
+    doc = results_document(config, reference, {})
+    assert doc["edp_yardstick"] == "instruction_aware"
+    assert doc["edp"] == doc["yardsticks"]["instruction_aware"]["edp"]
+    assert doc["edp_as_reported"] == reference.edp != doc["edp"]
 
 
 def test_fine_tuning_lowers_the_error_on_the_simulated_rows():
