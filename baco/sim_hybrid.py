@@ -225,6 +225,7 @@ class SimLearner:
         base = rounder.score([design])
         lat0 = np.asarray(base.cycles[0], np.float64)
         en0 = np.asarray(base.energy_pj[0], np.float64)
+        lat, en = float(lat0 @ counts), float(en0 @ counts)
         mappings = design.mappings()
         chosen = [(m, record.sim_cycles[b], record.sim_energy_pj[b])
                   for b, m in enumerate(mappings)]
@@ -241,8 +242,6 @@ class SimLearner:
                 T[b], S[b], O[b], ST[b] = t, s, o, st
                 cands.append(Design(hw=design.hw, temporal=T, spatial=S, order=O, stages=ST))
             scored = _score_padded(rounder, cands)
-            lat = float(lat0 @ counts)
-            en = float(en0 @ counts)
             c = counts[b]
             new_edp = ((lat - c * lat0[b] + c * scored.cycles[:, b])
                        * (en - c * en0[b] + c * scored.energy_pj[:, b]))
@@ -253,7 +252,7 @@ class SimLearner:
                 m = cands[i].mappings()[b]
                 key = cache_key(layer, m, design.hw, None)
                 try:
-                    stick, per = simulate_design([layer], [1.0], design_of(design.hw, [m]),
+                    _, per = simulate_design([layer], [1.0], design_of(design.hw, [m]),
                                                  sram_step_kb=self.sram_step_kb,
                                                  cache=self.cache,
                                                  max_instructions=MAX_INSTRUCTIONS)
@@ -265,11 +264,11 @@ class SimLearner:
         order = np.argsort(-(counts * record.sim_cycles))
         for _ in range(2):
             for b in order:
-                lat = sum(counts[j] * chosen[j][1] for j in range(len(chosen)))
-                en = sum(counts[j] * chosen[j][2] for j in range(len(chosen)))
+                sim_lat = sum(counts[j] * chosen[j][1] for j in range(len(chosen)))
+                sim_en = sum(counts[j] * chosen[j][2] for j in range(len(chosen)))
                 c = counts[b]
-                edps = [(lat - c * chosen[b][1] + c * o[1]) * (en - c * chosen[b][2] + c * o[2])
-                        for o in options[b]]
+                edps = [(sim_lat - c * chosen[b][1] + c * o[1])
+                        * (sim_en - c * chosen[b][2] + c * o[2]) for o in options[b]]
                 chosen[b] = options[b][int(np.argmin(edps))]
         composed = design_of(design.hw, [m for m, _, _ in chosen])
         key = design_key(composed)

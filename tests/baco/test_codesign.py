@@ -24,19 +24,12 @@ NET = workloads.load(TINY.network)          # BERT at sequence 16: 5 GEMMs, repe
 CFG = TINY.codesign                         # shared with test_run: one compilation
 
 
-def comparable(result) -> dict:
-    """The result without wall-clock times."""
-    data = result.to_dict()
-    data["history"] = [(h["samples"], h["best_edp"]) for h in data["history"]]
-    return data
-
-
 @pytest.fixture(scope="module")
 def reference():
     return codesign(NET, config=CFG)
 
 
-def test_a_short_codesign_improves_over_its_start_and_validates(reference):
+def test_a_short_codesign_improves_over_its_start_and_validates(reference, comparable):
     result = reference
     assert result.method == "baco" and result.network == NET.name and result.seed == 3
     assert result.samples == CFG.budget_samples
@@ -54,13 +47,13 @@ def test_a_short_codesign_improves_over_its_start_and_validates(reference):
     assert comparable(again) == comparable(result)
 
 
-def test_same_seed_same_result(reference):
+def test_same_seed_same_result(reference, comparable):
     assert comparable(codesign(NET, config=CFG)) == comparable(reference)
     other = codesign(NET, config=CFG.replace(seed=4))
     assert other.samples == reference.samples
 
 
-def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, reference):
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, reference, comparable):
     path = tmp_path / "state.npz"
 
     class Killed(Exception):

@@ -1,5 +1,5 @@
 """`baco validate rtl` never aborts on a row, `--hardware PRESET`, and the surrogate's
-uncertainty shrink (`perfmodels.atformer.train.shrink`) and hardware warning."""
+hardware warning (its uncertainty shrink is tested in tests/perfmodels/test_atformer.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,7 @@ import numpy as np
 import pytest
 
 from accel.arch import HardwareConfig
-from accel.mapping import Mapping
 from baco import cli
-from perfmodels.atformer import features as F
-from perfmodels.atformer import train as T
-from perfmodels.atformer.model import ModelConfig
-from workloads.layer import Layer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RTL = ROOT / "data" / "gemmini_rtl_train.csv"
@@ -117,77 +112,6 @@ def test_malformed_files_are_one_line_errors(capsys, tmp_path):
     assert code == 2 and "binary.csv" in err and len(err.strip().splitlines()) == 1
     code, _, err = run(capsys, "validate", "rtl", str(RTL), "--hardware", "gemini_default")
     assert code == 2 and "gemmini_default" in err      # the closest preset is suggested
-
-
-# --------------------------------------------------------------------------- uncertainty
-LAYERS = [Layer.conv2d(R=3, S=3, P=14, Q=14, C=64, K=128),
-          Layer.gemm(M=128, K_red=256, N_out=64),
-          Layer.conv2d(R=1, S=1, P=28, Q=28, C=64, K=64, Hstride=2, Wstride=2)]
-MAPPINGS = [
-    Mapping.from_timeloop("L3[WIO] K8 C4 Q14 P14 S3 R3 - L2[WI] N1 K16X - L1[O] N1 C16X - "
-                          "L0[W] N1"),
-    Mapping.from_timeloop("L3[WIO] P8 K4 - L2[WI] C16 P16 K16X - L1[O] N1 C16X - L0[W] N1"),
-    Mapping.from_timeloop("L3[WIO] P28 K4 - L2[WI] Q28 K16X - L1[O] C4 C16X - L0[W] N1"),
-]
-FAR_LAYERS = [Layer.gemm(M=8192, K_red=8192, N_out=8192),
-              Layer.conv2d(R=7, S=7, P=224, Q=224, C=3, K=2048)]
-FAR_MAPPINGS = [
-    Mapping.from_timeloop("L3[WIO] P512 K512 C8192 - L2[WI] N1 K16X - L1[O] P16 C1X - L0[W] N1"),
-    Mapping.from_timeloop("L3[WIO] K128 P224 Q224 R7 S7 - L2[WI] N1 K16X - L1[O] C3X - "
-                          "L0[W] N1"),
-]
-
-
-@pytest.fixture(scope="module")
-def ensemble():
-    """Four tiny members trained on twelve points labelled 2-3x the analytic cycles."""
-    tok = F.tokens_of(LAYERS, HW, MAPPINGS)
-    rng = np.random.default_rng(0)
-    cycles = np.exp(np.tile(tok.log_cycles, 4)) * rng.uniform(2.0, 3.0, 12)
-    data = T.dataset_from_points(LAYERS * 4, [HW] * 12, MAPPINGS * 4, cycles)
-    cfg = T.TrainConfig(model=ModelConfig(width=8, heads=2, layers=1, mlp_width=8), epochs=20,
-                        batch_size=4, patience=100, val_fraction=0.0, ensemble=4)
-    return T.train(data, cfg)
-
-
-def _parts(surrogate, layers, hws, mappings):
-    tok = F.tokens_of(layers, hws, mappings)
-    raw, _ = T.residual_parts(surrogate.config.model, surrogate.params, surrogate.stats, tok)
-    used = np.log(surrogate.predict_tokens(tok)) - np.asarray(tok.log_cycles, np.float64)
-    return np.asarray(raw, np.float64), used, surrogate.shrink_tokens(tok)
-
-
-def test_hybrid_keeps_its_residual_on_the_training_data(ensemble):
-    assert np.isfinite(ensemble.stats.tau) and ensemble.stats.tau > 0
-    # no validation layers (val_fraction=0): the default multiple of the 95% quantile
-    assert ensemble.info["shrink"]["multiple"] == T.TAU_MULTIPLE
-    raw, used, kept = _parts(ensemble, LAYERS, HW, MAPPINGS)
-    assert np.all(kept > 0.85)
-    assert np.all(raw > 0.5)                   # it learned the 2-3x residual (log ~0.9)
-    np.testing.assert_allclose(used, raw * kept, rtol=1e-3, atol=1e-4)
-
-
-def test_hybrid_falls_back_to_analytic_far_from_the_data(ensemble):
-    big = HardwareConfig(pe_rows=128, pe_cols=128, sp_kb=8192, acc_kb=4096)
-    for layers, hw, mappings in ((FAR_LAYERS, HW, FAR_MAPPINGS), (LAYERS, big, MAPPINGS)):
-        raw, used, kept = _parts(ensemble, layers, hw, mappings)
-        assert np.all(kept < 0.5)
-        # closer to the analytic model than the raw residual would make it
-        assert np.all(np.abs(used) < 0.5 * np.abs(raw))
-
-
-def test_tau_survives_a_checkpoint_and_one_member_has_no_shrink(ensemble, tmp_path):
-    loaded = T.load(T.save(ensemble, tmp_path / "m"))
-    assert float(loaded.stats.tau) == pytest.approx(float(ensemble.stats.tau))
-    one = T.Surrogate(ensemble.config, _first_member(ensemble.params), ensemble.stats)
-    _, _, kept = _parts(one, FAR_LAYERS, HW, FAR_MAPPINGS)
-    np.testing.assert_allclose(kept, 1.0)
-
-
-def _first_member(params):
-    import jax
-
-    return jax.tree_util.tree_map(lambda a: np.asarray(a)[:1], params)
 
 
 # --------------------------------------------------------------------------- training warning

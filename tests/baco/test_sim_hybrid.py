@@ -28,12 +28,6 @@ CFG = TINY.codesign.replace(predictor="sim_hybrid", budget_samples=240, sim_roun
                             sim_top_k=3)
 
 
-def comparable(result) -> dict:
-    data = result.to_dict()
-    data["history"] = [(h["samples"], h["best_edp"]) for h in data["history"]]
-    return data
-
-
 @pytest.fixture(scope="module")
 def reference():
     return codesign(NET, config=CFG)
@@ -88,7 +82,8 @@ def test_fine_tuning_lowers_the_error_on_the_simulated_rows():
     assert learner.pool == []
 
 
-def test_a_killed_sim_hybrid_run_resumes_to_the_same_result(tmp_path, reference):
+def test_a_killed_sim_hybrid_run_resumes_to_the_same_result(tmp_path, reference,
+                                                          comparable):
     path = tmp_path / "state.npz"
 
     class Killed(Exception):
