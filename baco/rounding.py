@@ -571,14 +571,12 @@ class Rounder:
         return mappings
 
 
-def argmax_orders(order_weights: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """The heaviest candidate order per level: ``[point, layer, level, 7]`` innermost first,
-    from weights ``[point, layer, level, cand]`` and candidates ``[layer, level, cand, 7]``."""
-    pick = np.argmax(np.asarray(order_weights), axis=-1)                  # [P, B, L]
-    cand = np.asarray(candidates)
-    b_idx = np.arange(cand.shape[0])[None, :, None]
-    l_idx = np.arange(cand.shape[1])[None, None, :]
-    return cand[b_idx, l_idx, pick]
+def argmax_orders(order_weights: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """The heaviest candidate order per level: ``[..., level, 7]`` innermost first, from
+    decoded weights ``[..., level, cand]`` and ranks ``[..., level, cand, 7]``."""
+    pick = np.argmax(np.asarray(order_weights), axis=-1)[..., None, None]
+    chosen = np.take_along_axis(np.asarray(rank), pick, axis=-2)[..., 0, :]
+    return np.argsort(chosen, axis=-1, kind="stable").astype(np.int32)
 
 
 def design_of(hw: HardwareConfig, mappings: Sequence[Mapping]) -> Design:

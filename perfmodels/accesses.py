@@ -24,13 +24,16 @@ template:
 
 Loop orders enter as ranks ``rank[level, candidate, dim]`` (`order_rank`) with weights
 ``order_weights[level, candidate]``; only the order-dependent sums of each level are mixed (a
-mean-field soft choice), which is exact for one-hot weights.
+mean-field soft choice), which is exact for one-hot weights. Ranks are compared through
+`inside_mask`, exact on integers with a smooth gradient, so a relaxed order can move to any
+permutation.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -86,9 +89,20 @@ def order_rank(order_innermost_first: Any) -> np.ndarray:
     return np.argsort(np.asarray(order_innermost_first), axis=-1).astype(np.float32)
 
 
+ORDER_SOFTNESS = 1.0
+"""Rank gap over which the relaxed "loop e inside loop d" turns from 0 to 1 (`inside_mask`)."""
+
+
 def inside_mask(rank: Any) -> Any:
-    """``[..., e, d]``: 1 where loop e is at or inside loop d."""
-    return (rank[..., :, None] <= rank[..., None, :]).astype(jnp.float32)
+    """``[..., e, d]``: 1 where loop e is at or inside loop d.
+
+    Exact on integer ranks; its gradient is that of
+    ``sigmoid((rank[d] - rank[e]) / ORDER_SOFTNESS)`` (straight-through), so relaxed ranks
+    (`perfmodels.relax`) learn which loops to swap while the score stays that of a real order.
+    """
+    gap = rank[..., None, :] - rank[..., :, None]                  # rank[d] - rank[e]
+    soft = jax.nn.sigmoid(gap / ORDER_SOFTNESS)
+    return (gap >= 0).astype(jnp.float32) + (soft - jax.lax.stop_gradient(soft))
 
 
 class Accesses(NamedTuple):
@@ -172,10 +186,13 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Access
     sum_t = lt.sum(-1)                                             # [L]
     sum_s = ls.sum(-1)                                             # [L]
     relevant = jnp.asarray(RELEVANT)                               # [3, 7]
-    log_idle = _log_not(exists[:, :, None] * relevant.T[None])     # [L, 7(e), 3]
-    # Level 0 is never outside another level, so its order is never needed.
+    busy = exists[:, :, None] * relevant.T[None]                   # [L, 7(e), 3]
+    log_idle = _log_not(busy)
+    # Level 0 is never outside another level, so its order is never needed. quiet[d, t]:
+    # no existing loop relevant to t sits inside d (a product, linear in each "inside", so
+    # a soft order has a gradient even where a relevant loop is surely inside).
     inside = inside_mask(m.rank[1:])                               # [L-1, Kc, 7(e), 7(d)]
-    quiet = jnp.exp((inside[..., None] * log_idle[1:, None, :, None, :]).sum(2))
+    quiet = jnp.prod(1.0 - inside[..., None] * busy[1:, None, :, None, :], axis=2)
     skipped_c = (lt[1:, None, :, None] * quiet).sum(2)             # [L-1, Kc, 3]
     skipped_c = jnp.concatenate([jnp.zeros_like(skipped_c[:1]), skipped_c])   # [L, Kc, 3]
     skipped = (m.order_weights[..., None] * skipped_c).sum(1)      # [L, 3]
@@ -203,11 +220,12 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Access
         st, dl = layer.stride, layer.dilation                             # [2]
         lt_out, lt_win = lt[above, _OUT_AXES], lt[above, _WIN_AXES]       # [2]
         strictly = inside[above - 1] * (1.0 - jnp.eye(7))               # [Kc, 7(e), 7(d)]
-        log_gone = strictly * _log_not(exists[above])[:, None]           # [Kc, e, d]
-        first = exists[above] * jnp.exp(log_gone.sum(1))                 # [Kc, 7]
+        gone = 1.0 - strictly * exists[above][:, None]                   # [Kc, e, d]
+        first = exists[above] * jnp.prod(gone, axis=1)                   # [Kc, 7]
         # second[d]: d exists and exactly one existing loop sits inside it (d = P, Q)
-        col = log_gone[:, :, _OUT_AXES]                                  # [Kc, e, 2]
-        others = jnp.exp(col.sum(1, keepdims=True) - col)                # all but e
+        col = gone[:, :, _OUT_AXES]                                      # [Kc, e, 2]
+        all_but = jnp.where(np.eye(7, dtype=bool)[None, :, :, None], 1.0, col[:, :, None, :])
+        others = jnp.prod(all_but, axis=1)                               # [Kc, e, 2]: all but e
         second = exists[above, _OUT_AXES] * (strictly[:, :, _OUT_AXES]
                                              * exists[above][None, :, None] * others).sum(1)
         tile_span = span(out_ext, win_ext, st, dl)                       # [2]

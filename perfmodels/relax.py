@@ -10,9 +10,13 @@ relaxed and the exact score come from the same `perfmodels.analytic.evaluate`:
   a spatial fan-out where it may sit) split ``log D_d``: every factor is >= 1 and their product
   is exactly ``D_d``, whatever the logits (DOSA instead derives the DRAM factor and penalizes
   factors below 1, reference §A.3).
-* **Loop orders, a soft choice** among candidate orders per level (`CANDIDATE_ORDERS`: DOSA's
-  weight-, input- and output-stationary orders, used at every level; plus the order of the
-  mapping a point was started from), mixed with ``softmax(order_logits)``.
+* **Loop orders, any permutation.** Each level has a learned order, the ranks of
+  ``order_scores`` (its loops sorted by score, innermost first), plus DOSA's weight-, input-
+  and output-stationary orders (`CANDIDATE_ORDERS`) as fixed candidates, mixed with
+  ``softmax(order_logits)`` (learned order first). The model sees the learned order's integer
+  ranks, so it scores a real order; the gradient reaches the scores straight through
+  (`perfmodels.accesses.inside_mask`), and when two scores cross, the loops swap. A point
+  started from a mapping starts at that mapping's own order.
 * **Pipeline stages, continuous** in ``[1, MAX_STAGES]`` through a sigmoid.
 * **Hardware**, three modes (`RelaxSpace.hw_mode`): ``"fixed"`` (a given `HardwareConfig`),
   ``"free"`` (log PE dims and buffer KiB are variables within `FREE_HW_BOUNDS`; overflow is
@@ -80,12 +84,14 @@ class RelaxedMapping(NamedTuple):
     """Unconstrained parameters of one layer's mapping (leading axis: layers).
 
     ``temporal_logits``/``spatial_logits`` ``[level, dim]`` (disallowed slots are ignored),
-    ``order_logits`` ``[level, candidate]``, ``stage_logits`` ``[level]``.
+    ``order_logits`` ``[level, 1 + fixed candidates]``, ``order_scores`` ``[level, dim]`` (the
+    learned order: loops by increasing score, innermost first), ``stage_logits`` ``[level]``.
     """
 
     temporal_logits: Any
     spatial_logits: Any
     order_logits: Any
+    order_scores: Any
     stage_logits: Any
 
 
@@ -108,13 +114,13 @@ class RelaxedPoint(NamedTuple):
                    meta_fields=["template", "hw_mode", "tau", "base_config"])
 @dataclasses.dataclass(frozen=True)
 class RelaxSpace:
-    """What a `RelaxedPoint` is evaluated against: the layers, their candidate loop orders,
-    repeat counts, and the hardware mode. Arrays are pytree leaves; the template and mode are
-    static (jit retraces only when they change)."""
+    """What a `RelaxedPoint` is evaluated against: the layers, their fixed candidate loop
+    orders, repeat counts, and the hardware mode. Arrays are pytree leaves; the template and
+    mode are static (jit retraces only when they change)."""
 
     layers: LayerArrays          # [B] stacked
-    orders: Any                  # int [B, level, candidate, 7], innermost first
-    rank: Any                    # [B, level, candidate, 7] loop positions of `orders`
+    orders: Any                  # int [B, level, fixed candidate, 7], innermost first
+    rank: Any                    # [B, level, fixed candidate, 7] loop positions of `orders`
     counts: Any                  # [B] repeats of each layer in the network
     base: HwParams               # fixed fields (bandwidth, widths) and the "fixed" hardware
     template: Template
@@ -124,35 +130,23 @@ class RelaxSpace:
 
     @classmethod
     def create(cls, hw: HardwareConfig, layers: Sequence[Layer],
-               init: Sequence[Mapping] | None = None, counts: Sequence[float] | None = None,
-               hw_mode: str = "min_hw", tau: float = 0.05) -> RelaxSpace:
-        """Build the space for `layers` on `hw`'s template.
-
-        `init` mappings (one per layer) add their own loop orders as candidate 0, so that
-        `from_mappings` can start exactly at them. `tau` is the smooth-max temperature of
-        ``"min_hw"`` (0 gives the hard max).
-        """
+               counts: Sequence[float] | None = None, hw_mode: str = "min_hw",
+               tau: float = 0.05) -> RelaxSpace:
+        """Build the space for `layers` on `hw`'s template. `tau` is the smooth-max
+        temperature of ``"min_hw"`` (0 gives the hard max)."""
         if hw_mode not in HW_MODES:
             raise ConfigError(f"relax: hw_mode must be one of {HW_MODES}, got {hw_mode!r}")
         if not layers:
             raise ConfigError("relax: no layers")
-        if init is not None and len(init) != len(layers):
-            raise ConfigError(f"relax: {len(init)} init mappings for {len(layers)} layers")
         if counts is not None and len(counts) != len(layers):
             raise ConfigError(f"relax: {len(counts)} counts for {len(layers)} layers")
         template = hw.template_spec
         n = template.num_levels
         base_orders = np.stack(list(CANDIDATE_ORDERS.values()))            # [3, 7]
-        orders = []
-        for b in range(len(layers)):
-            per_level = np.broadcast_to(base_orders, (n,) + base_orders.shape)
-            if init is not None:
-                own = init[b].innermost_first_order()[:, None, :]
-                per_level = np.concatenate([own, per_level], axis=1)
-            orders.append(per_level)
+        orders = np.broadcast_to(base_orders, (len(layers), n) + base_orders.shape)
+        orders = np.ascontiguousarray(orders, np.int32)
         packed = [pack_layer(x) for x in layers]
         stacked = LayerArrays(*(np.stack(leaves) for leaves in zip(*packed)))
-        orders = np.stack(orders).astype(np.int32)
         return cls(layers=stacked, orders=orders, rank=order_rank(orders),
                    counts=np.asarray(counts if counts is not None else np.ones(len(layers)),
                                      np.float32),
@@ -165,7 +159,8 @@ class RelaxSpace:
 
     @property
     def num_candidates(self) -> int:
-        return int(self.orders.shape[2])
+        """The learned order and the fixed ones."""
+        return 1 + int(self.orders.shape[2])
 
 
 class RelaxedEval(NamedTuple):
@@ -175,9 +170,16 @@ class RelaxedEval(NamedTuple):
 
 
 # --------------------------------------------------------------------------- decoding
+def learned_rank(order_scores: Any) -> Any:
+    """The integer ranks of the scores (a valid order), with the scores' gradient."""
+    hard = jnp.argsort(jnp.argsort(order_scores, axis=-1), axis=-1).astype(jnp.float32)
+    return hard + (order_scores - jax.lax.stop_gradient(order_scores))
+
+
 def decode_mapping(rm: RelaxedMapping, layer: LayerArrays, rank: Any,
                    template: Template) -> MappingArrays:
-    """One layer's relaxed parameters as model inputs (factors, soft orders, stages)."""
+    """One layer's relaxed parameters as model inputs (factors, soft orders, stages);
+    `rank` holds the fixed candidates' ranks, behind which the learned order goes first."""
     t_mask, s_mask = template.temporal_mask, template.spatial_mask
     logits = jnp.concatenate([jnp.where(t_mask, rm.temporal_logits, _LOGIT_FLOOR),
                               jnp.where(s_mask, rm.spatial_logits, _LOGIT_FLOOR)], axis=0)
@@ -188,6 +190,7 @@ def decode_mapping(rm: RelaxedMapping, layer: LayerArrays, rank: Any,
     log_s = jnp.where(s_mask, frac[n:] * log_dims, 0.0)
     stages = 1.0 + (MAX_STAGES - 1.0) * jax.nn.sigmoid(rm.stage_logits)
     stages = stages.at[n - 1].set(1.0)
+    rank = jnp.concatenate([learned_rank(rm.order_scores)[:, None, :], rank], axis=1)
     return MappingArrays(log_temporal=log_t, log_spatial=log_s, rank=rank,
                          order_weights=jax.nn.softmax(rm.order_logits, axis=-1), stages=stages)
 
@@ -343,20 +346,15 @@ def _logit(p: Any) -> Any:
 
 def from_mappings(space: RelaxSpace, mappings: Sequence[Mapping],
                   sharpness: float = 30.0) -> RelaxedPoint:
-    """The point that decodes to these discrete mappings (to float precision).
-
-    The space must have been created with ``init=mappings`` (candidate 0 is each mapping's
-    order); `sharpness` is the logit margin that makes that candidate's weight ~1.
-    """
+    """The point that decodes to these discrete mappings (to float precision): the learned
+    orders are the mappings' own, and `sharpness` is the logit margin that makes their
+    weight ~1."""
     if len(mappings) != space.num_layers:
         raise ConfigError(f"relax: {len(mappings)} mappings for {space.num_layers} layers")
     t_mask, s_mask = space.template.temporal_mask, space.template.spatial_mask
     n = space.template.num_levels
     out = []
     for b, m in enumerate(mappings):
-        if not np.array_equal(m.innermost_first_order(), space.orders[b, :, 0]):
-            raise ConfigError(f"relax: layer {b}: create the space with init=mappings so its "
-                              "order is a candidate")
         dims = np.asarray(space.layers.dims[b], np.float64)
         log_dims = np.log(dims)
         lt = np.log(m.temporal.astype(np.float64))
@@ -370,10 +368,15 @@ def from_mappings(space: RelaxSpace, mappings: Sequence[Mapping],
         order_logits[:, 0] = sharpness
         stage_logits = _logit((m.stages.astype(np.float64) - 1.0) / (MAX_STAGES - 1.0))
         out.append(RelaxedMapping(t_logits.astype(np.float32), s_logits.astype(np.float32),
-                                  order_logits.astype(np.float32),
+                                  order_logits.astype(np.float32), order_scores(m),
                                   stage_logits.astype(np.float32)))
     stacked = RelaxedMapping(*(np.stack(leaves) for leaves in zip(*out)))
     return RelaxedPoint(mappings=stacked, hw=_hw_point(space))
+
+
+def order_scores(mapping: Mapping) -> np.ndarray:
+    """Learned-order scores ``[level, dim]`` that decode to the mapping's own orders."""
+    return order_rank(mapping.innermost_first_order()).astype(np.float32)
 
 
 def _hw_point(space: RelaxSpace) -> RelaxedHardware | None:
@@ -386,15 +389,17 @@ def _hw_point(space: RelaxSpace) -> RelaxedHardware | None:
 
 def init_random(key: Any, space: RelaxSpace, scale: float = 1.0,
                 stages: float = 2.0) -> RelaxedPoint:
-    """Random logits (normal, `scale`), uniform order weights, `stages` everywhere."""
+    """Random logits (normal, `scale`), uniform order weights, random learned orders,
+    `stages` everywhere."""
     n = space.template.num_levels
-    k1, k2 = jax.random.split(key)
+    k1, k2, k3 = jax.random.split(key, 3)
     shape = (space.num_layers, n, len(DIMS))
     stage = float(_logit((stages - 1.0) / (MAX_STAGES - 1.0)))
     mappings = RelaxedMapping(
         temporal_logits=scale * jax.random.normal(k1, shape),
         spatial_logits=scale * jax.random.normal(k2, shape),
         order_logits=jnp.zeros((space.num_layers, n, space.num_candidates), jnp.float32),
+        order_scores=jax.random.normal(k3, shape),
         stage_logits=jnp.full((space.num_layers, n), stage, jnp.float32),
     )
     return RelaxedPoint(mappings=mappings, hw=_hw_point(space))

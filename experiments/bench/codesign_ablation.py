@@ -21,7 +21,7 @@ variant the geometric mean EDP on each yardstick and its ratio to ``full``'s.
 
     .venv/bin/python experiments/bench/codesign_ablation.py \\
         [--config experiments/configs/resnet50.yaml] [--seeds 0 1 2] [--variants ...] \\
-        [--budget N]
+        [--budget N] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -74,9 +74,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
                         choices=VARIANTS)
     parser.add_argument("--budget", type=int, default=None, help="override budget_samples")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        dest="overrides", help="override a config key, as `baco run --set`")
     args = parser.parse_args(argv)
 
-    exp = ExperimentConfig.load(args.config)
+    exp = ExperimentConfig.load(args.config, args.overrides)
     net = load_network(exp.network_source(), input_shapes=exp.input_shapes)
     hw = exp.hardware_config()
     layers, counts = list(net.layers), list(net.counts)

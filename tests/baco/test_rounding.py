@@ -39,7 +39,7 @@ def relaxed_point(seed: int, scale: float, hw_mode: str):
                                                theta.mappings.order_logits.shape)))
     maps, _ = relax.decode(theta, space)
     maps = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], maps)
-    orders = argmax_orders(maps.order_weights, space.orders)
+    orders = argmax_orders(maps.order_weights, maps.rank)
     return maps, orders
 
 

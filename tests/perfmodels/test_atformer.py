@@ -96,7 +96,7 @@ def test_loop_order_changes_the_tokens():
 
 @pytest.mark.slow
 def test_relaxed_tokens_match_discrete_and_have_finite_gradients(tok):
-    space = relax.RelaxSpace.create(HW, LAYERS, init=MAPPINGS, hw_mode="fixed")
+    space = relax.RelaxSpace.create(HW, LAYERS, hw_mode="fixed")
     theta = relax.from_mappings(space, MAPPINGS)
     maps, hwp = fast_jit(relax.decode)(theta, space)
     relaxed = jax.vmap(lambda l, m: F.tokens(TEMPLATE, l, hwp, m)[0])(space.layers, maps)

@@ -109,7 +109,7 @@ def test_the_simulator_agrees_on_the_trend():
 
 
 def _relaxed_cycles(stage_logit, aware: bool):
-    space = relax.RelaxSpace.create(HW, [LAYER], init=[MAPPING], hw_mode="fixed")
+    space = relax.RelaxSpace.create(HW, [LAYER], hw_mode="fixed")
     theta = relax.from_mappings(space, [MAPPING])
     logits = jnp.asarray(theta.mappings.stage_logits).at[0, SP].set(stage_logit)
     theta = theta._replace(mappings=theta.mappings._replace(stage_logits=logits))

@@ -37,7 +37,7 @@ def test_relaxed_equals_exact_at_integer_points(seed, preset):
     hw = HardwareConfig.preset(preset)
     rng = np.random.default_rng(seed)
     maps = [Mapping.random(x, hw, rng, stages=int(rng.integers(1, 3))) for x in LAYERS]
-    space = relax.RelaxSpace.create(hw, LAYERS, init=maps, hw_mode="fixed")
+    space = relax.RelaxSpace.create(hw, LAYERS, hw_mode="fixed")
     theta = relax.from_mappings(space, maps)
     decoded, _ = decode(theta, space)
     np.testing.assert_allclose(np.exp(decoded.log_temporal), np.stack([m.temporal for m in maps]),
@@ -96,10 +96,10 @@ def test_min_hw_holds_every_layer():
                                      **({"pe_cols": value} if field == "pe_rows" else {})})
         assert not all(m.fits(x, smaller) for x, m in zip(LAYERS, maps)), field
     # the smooth max bounds the hard one from above, and tends to it as tau -> 0
-    space = relax.RelaxSpace.create(HW, LAYERS, init=maps, hw_mode="min_hw", tau=0.05)
+    space = relax.RelaxSpace.create(HW, LAYERS, hw_mode="min_hw", tau=0.05)
     theta = relax.from_mappings(space, maps)
     _, smooth = decode(theta, space)
-    hard_space = relax.RelaxSpace.create(HW, LAYERS, init=maps, hw_mode="min_hw", tau=0.0)
+    hard_space = relax.RelaxSpace.create(HW, LAYERS, hw_mode="min_hw", tau=0.0)
     _, hard = decode(theta, hard_space)
     assert float(smooth.sp_kb) >= float(hard.sp_kb) * (1 - 1e-5)
     assert float(smooth.sp_kb) <= float(hard.sp_kb) * len(LAYERS) ** 0.05 * (1 + 1e-5)
@@ -123,12 +123,47 @@ def test_descent_lowers_the_network_edp():
 def test_space_errors():
     with pytest.raises(ConfigError, match="hw_mode"):
         relax.RelaxSpace.create(HW, LAYERS, hw_mode="loose")
-    space = relax.RelaxSpace.create(HW, LAYERS, hw_mode="fixed")
-    rng = np.random.default_rng(0)
-    maps = [Mapping.random(x, HW, rng) for x in LAYERS]
-    with pytest.raises(ConfigError, match="init=mappings"):
-        relax.from_mappings(space, maps)
+    with pytest.raises(ConfigError, match="4 mappings for 1 layers"):
+        relax.from_mappings(relax.RelaxSpace.create(HW, LAYERS[:1], hw_mode="fixed"),
+                            [Mapping.random(x, HW, np.random.default_rng(0)) for x in LAYERS])
     free = relax.RelaxSpace.create(HW, LAYERS, hw_mode="free")
     theta = relax.init_random(jax.random.PRNGKey(0), free)._replace(hw=None)
     with pytest.raises(ConfigError, match="needs RelaxedPoint.hw"):
         relax.evaluate(theta, free)
+
+
+def test_descent_on_the_learned_order_reaches_an_order_outside_the_fixed_candidates():
+    """Adam steps on the learned order's scores alone swap DRAM loops into an order none of
+    DOSA's three candidates has, and the exact EDP of that order is lower."""
+    layer = Layer.conv2d(R=3, S=3, P=28, Q=28, C=128, K=128)
+    temporal = np.array([[1, 1, 1, 1, 1, 1, 1], [3, 1, 2, 2, 2, 1, 1],
+                         [1, 1, 7, 2, 1, 1, 1], [1, 3, 2, 7, 8, 128, 1]])
+    spatial = np.ones_like(temporal)
+    spatial[1, 4] = 8
+    order = np.array([[3, 0, 1, 2, 6, 4, 5], [1, 3, 6, 0, 2, 5, 4],
+                      [2, 1, 0, 4, 6, 3, 5], [0, 2, 1, 5, 3, 6, 4]])   # outermost first
+    start = Mapping.create(temporal, spatial, order, tags=HW.template_spec.tags)
+    space = relax.RelaxSpace.create(HW, [layer], hw_mode="fixed")
+    theta = relax.from_mappings(space, [start])
+    opt = optax.adam(0.3)
+    state = opt.init(theta.mappings.order_scores)
+    for _ in range(5):
+        _, grad = relax.edp_loss_and_grad(theta, space)
+        updates, state = opt.update(grad.mappings.order_scores, state)
+        theta = theta._replace(mappings=theta.mappings._replace(
+            order_scores=optax.apply_updates(theta.mappings.order_scores, updates)))
+    innermost_first = np.argsort(np.asarray(theta.mappings.order_scores)[0], axis=-1)
+    moved = start.replace(order=np.ascontiguousarray(innermost_first[:, ::-1]))
+
+    top = start.num_levels - 1
+    turning = set(np.flatnonzero(temporal[top] > 1))
+
+    def loops(innermost_first_order):
+        return [int(d) for d in innermost_first_order if d in turning]
+
+    new = loops(moved.innermost_first_order()[top])
+    assert new != loops(start.innermost_first_order()[top])
+    assert all(new != loops(c) for c in relax.CANDIDATE_ORDERS.values())
+    scored = exact_batch([layer, layer], HW, [start, moved])
+    edp = np.asarray(scored.cycles) * np.asarray(scored.energy_pj)
+    assert edp[1] < 0.95 * edp[0]
