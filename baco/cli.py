@@ -65,6 +65,9 @@ def _print_network(net) -> None:
         if any(summary[part].values()):
             items = ", ".join(f"{k}×{v}" for k, v in sorted(summary[part].items()) if v)
             console.print(f"{part}: {items}", highlight=False)
+    for i, chain in enumerate(net.chains):
+        path = " -> ".join((chain.names[0], *chain.between, *chain.names[1:]))
+        console.print(f"chain {i}: {chain.kind}  {path}", highlight=False)
 
 
 def _cmd_validate_timeloop(args: argparse.Namespace) -> int:

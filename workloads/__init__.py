@@ -8,6 +8,10 @@
 
 from workloads.errors import UnsupportedOpError
 from workloads.errors import WorkloadError
+from workloads.fusion import Chain
+from workloads.fusion import OpNode
+from workloads.fusion import find_chains
+from workloads.fusion import op_class
 from workloads.layer import DIMS
 from workloads.layer import KINDS
 from workloads.layer import Layer
@@ -22,17 +26,21 @@ from workloads.zoo import load
 from workloads.zoo import zoo_names
 
 __all__ = [
+    "Chain",
     "DIMS",
     "ImportSummary",
     "KINDS",
     "Layer",
     "Network",
+    "OpNode",
     "UnsupportedOpError",
     "WorkloadError",
+    "find_chains",
     "from_onnx",
     "layers_from_onnx",
     "parse_input_shapes",
     "load",
+    "op_class",
     "suite",
     "suite_names",
     "zoo_names",

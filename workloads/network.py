@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from workloads.errors import WorkloadError
+from workloads.fusion import Chain
 from workloads.layer import Layer
 
 
@@ -40,7 +41,8 @@ class Network:
     ``order[i]`` is the index into ``layers`` of the i-th layer of the original graph,
     ``names[i]`` its node name and ``epilogues[i]`` its own epilogue (occurrences of one loop
     nest may differ there: a bottleneck's last conv takes the residual add, its projection
-    shortcut does not), so ``counts[j] == order.count(j)``.
+    shortcut does not), so ``counts[j] == order.count(j)``. ``chains`` lists the fusable
+    producer-consumer pairs (`workloads.fusion`) by their positions in ``order``.
 
     >>> net = Network.from_layers("toy", [Layer.gemm(M=4, K_red=8, N_out=8)] * 3)
     >>> net.counts, net.total_layers
@@ -54,6 +56,7 @@ class Network:
     names: tuple[str, ...]
     epilogues: tuple[tuple[str, ...], ...] | None = None
     summary: ImportSummary = dataclasses.field(default_factory=ImportSummary, compare=False)
+    chains: tuple[Chain, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.layers) != len(self.counts):
@@ -68,11 +71,31 @@ class Network:
             raise WorkloadError(f"network {self.name!r}: order and epilogues differ in length")
         if Counter(self.order) != Counter(dict(enumerate(self.counts))):
             raise WorkloadError(f"network {self.name!r}: counts do not match the layer order")
+        object.__setattr__(self, "chains", tuple(self.chains))
+        for i, chain in enumerate(self.chains):
+            self._check_chain(i, chain)
+
+    def _check_chain(self, i: int, chain: Chain) -> None:
+        where = f"network {self.name!r}: chain {i}"
+        if not isinstance(chain, Chain):
+            raise WorkloadError(f"{where} is a {type(chain).__name__}, not a workloads Chain")
+        if not all(0 <= p < len(self.order) for p in chain.positions):
+            raise WorkloadError(f"{where} has positions {chain.positions}, out of range for "
+                                f"{len(self.order)} layers")
+        if list(chain.positions) != sorted(set(chain.positions)):
+            raise WorkloadError(f"{where} has positions {chain.positions}: the producer must "
+                                f"come before the consumer in the layer order")
+        names = tuple(self.names[p] for p in chain.positions)
+        if chain.names != names:
+            raise WorkloadError(f"{where} names {chain.names}, but the layers at positions "
+                                f"{chain.positions} are {names}")
 
     @classmethod
     def from_layers(cls, name: str, layers: Iterable[Layer],
-                    summary: ImportSummary | None = None) -> Network:
-        """Deduplicate layers (by `Layer.key`), keeping the first occurrence of each."""
+                    summary: ImportSummary | None = None,
+                    chains: Iterable[Chain] = ()) -> Network:
+        """Deduplicate layers (by `Layer.key`), keeping the first occurrence of each; chain
+        positions index the given layers."""
         index: dict[tuple, int] = {}
         unique: list[Layer] = []
         order: list[int] = []
@@ -89,7 +112,7 @@ class Network:
         return cls(name=name, layers=tuple(unique),
                    counts=tuple(counts[j] for j in range(len(unique))),
                    order=tuple(order), names=tuple(names), epilogues=tuple(epilogues),
-                   summary=summary or ImportSummary())
+                   summary=summary or ImportSummary(), chains=tuple(chains))
 
     @property
     def unique_layers(self) -> int:
@@ -122,6 +145,7 @@ class Network:
             "names": list(self.names),
             "epilogues": [list(e) for e in self.epilogues],
             "summary": self.summary.to_dict(),
+            "chains": [chain.to_dict() for chain in self.chains],
         }
 
     @classmethod
@@ -133,7 +157,8 @@ class Network:
             names = tuple(data.get("names") or [layers[j].name for j in order])
             epilogues = data.get("epilogues")
             summary = ImportSummary(**data.get("summary", {}))
+            chains = tuple(Chain.from_dict(c) for c in data.get("chains", ()))
             return cls(name=data["name"], layers=layers, counts=counts, order=order,
-                       names=names, epilogues=epilogues, summary=summary)
+                       names=names, epilogues=epilogues, summary=summary, chains=chains)
         except (KeyError, TypeError) as exc:
             raise WorkloadError(f"malformed network record: {exc}") from exc

@@ -27,6 +27,15 @@ gets it: it is the last to be computed, so the other operand already exists when
 output. In a ResNet projection block exported from PyTorch, that is the shortcut conv, which
 comes after the main branch.
 
+Chains: after conversion, every node (layers, epilogue ops, skipped ops) goes to
+`workloads.fusion.find_chains` as the graph's dataflow, with the inferred shapes, and the
+result is ``Network.chains``: the producer-consumer pairs of layers (positions in the layer
+order) whose intermediate passes only shape-keeping memory-bound ops (and, between GEMMs,
+order-keeping reshapes) read by nothing else; `workloads.fusion` states the rules. Softmax is
+an activation here, so in attention it joins the QK^T layer's epilogue (with the scale and the
+mask add) when it is the only reader; the chain QK^T -> AV lists the same ops in ``between``.
+A Softmax reached through a reshape is skipped instead, and a GEMM chain still passes it.
+
 >>> from onnx import TensorProto, helper
 >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])
 >>> w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [16, 3, 3, 3])
@@ -55,6 +64,7 @@ from google.protobuf.message import DecodeError
 from onnx import helper
 
 from workloads.errors import UnsupportedOpError, WorkloadError
+from workloads.fusion import Chain, OpNode, find_chains
 from workloads.layer import Layer
 from workloads.network import ImportSummary, Network
 from workloads.passes import DEFAULT_DOMAINS, run_passes
@@ -166,8 +176,8 @@ def from_onnx(source: str | os.PathLike | onnx.ModelProto,
         unknown or inconsistent. The message names the file, input or node.
       UnsupportedOpError: an op outside the supported lists is on the way to an output.
     """
-    layers, summary, default_name = _import(source, input_shapes)
-    return Network.from_layers(name or default_name, layers, summary)
+    layers, summary, chains, default_name = _import(source, input_shapes)
+    return Network.from_layers(name or default_name, layers, summary, chains)
 
 
 def layers_from_onnx(source: str | os.PathLike | onnx.ModelProto,
@@ -178,11 +188,11 @@ def layers_from_onnx(source: str | os.PathLike | onnx.ModelProto,
     A `Network` keeps the name and epilogue of the first of identical layers only; this list
     keeps each node's own.
     """
-    layers, summary, _ = _import(source, input_shapes)
+    layers, summary, _, _ = _import(source, input_shapes)
     return layers, summary
 
 
-def _import(source, input_shapes) -> tuple[list[Layer], ImportSummary, str]:
+def _import(source, input_shapes) -> tuple[list[Layer], ImportSummary, tuple[Chain, ...], str]:
     model, where, base_dir, default_name = _load(source)
     ops = Counter(node.op_type for node in model.graph.node)
     index_of = _name_nodes(model.graph)
@@ -192,15 +202,17 @@ def _import(source, input_shapes) -> tuple[list[Layer], ImportSummary, str]:
     _require_static_inputs(model.graph, where)
     model = _infer_shapes(model, where)
     model, passes, folded = run_passes(model, base_dir)
-    layers, layer_ops, epilogue_ops, skipped_ops = _Converter(model.graph, where,
-                                                              index_of).run()
+    converter = _Converter(model.graph, where, index_of)
+    layers, layer_ops, epilogue_ops, skipped_ops = converter.run()
     if not layers:
         raise WorkloadError(
             f"{where}: no Conv, ConvTranspose, Gemm or MatMul node reaches an output, so there "
             f"is nothing for the accelerator to run; check that this is the intended model")
     summary = ImportSummary(ops=dict(ops), layers=layer_ops, epilogues=epilogue_ops,
                             skipped=skipped_ops, folded=folded, passes=passes)
-    return layers, summary, default_name
+    chains = find_chains(converter.dataflow, layers, graph_outputs=converter.outputs,
+                         shapes=converter.shapes)
+    return layers, summary, chains, default_name
 
 
 # ----------------------------------------------------------------------------- loading
@@ -474,6 +486,7 @@ class _Converter:
         self.layers: list[Layer] = []
         self.epilogues: list[list[str]] = []
         self.owner: dict[str, int] = {}  # value -> index of the layer whose epilogue made it
+        self.dataflow: list[OpNode] = []  # every node, for `find_chains`
         self.counts = {"layers": Counter(), "epilogues": Counter(), "skipped": Counter()}
 
     def run(self) -> tuple[list[Layer], dict[str, int], dict[str, int], dict[str, int]]:
@@ -481,6 +494,8 @@ class _Converter:
             op = node.op_type
             if node.domain not in DEFAULT_DOMAINS or op not in SUPPORTED_OPS:
                 raise self._unsupported(node)
+            self.dataflow.append(OpNode(op, tuple(node.input), tuple(node.output),
+                                        len(self.layers) if op in LAYER_OPS else None))
             if op in LAYER_OPS:
                 self._add_layer(node)
             elif op in FUSIBLE_OPS and self._fuse(node, k):

@@ -41,7 +41,8 @@ floor(W/st1)) x (OC2, OC1, k2, k2) with stride st2. The table's floor(H/st1) fix
 output size, which "same" padding (k // 2 on every side) matches for the even sizes; for C2
 (H = 147, st1 = 2) and C5 (227, st1 = 4) PyTorch-style same padding would give ceil(H/st1),
 and we keep the table's floor, so the window leaves the last input rows unread. The table has
-no batch column: batch 1.
+no batch column: batch 1. Each chain network records its one `Chain` (positions 0 -> 1, no
+op between: Chimera's tables are the bare products).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from workloads.errors import WorkloadError
+from workloads.fusion import Chain, chain_kind
 from workloads.layer import Layer
 from workloads.network import Network
 
@@ -209,7 +211,7 @@ def _bmm_chains() -> tuple[Network, ...]:
     for cid, batch, m, n, k, l_, _ in BMM_CHAINS:
         first = Layer.gemm(M=m, K_red=k, N_out=l_, batch=batch, name=f"{cid}/gemm1")
         second = Layer.gemm(M=m, K_red=l_, N_out=n, batch=batch, name=f"{cid}/gemm2")
-        nets.append(Network.from_layers(cid, [first, second]))
+        nets.append(_chain_network(cid, first, second))
     return tuple(nets)
 
 
@@ -222,8 +224,17 @@ def _conv_chains() -> tuple[Network, ...]:
         second = Layer.conv2d(R=k2, S=k2, P=p1 // st2, Q=q1 // st2, C=oc1, K=oc2,
                               Hstride=st2, Wstride=st2, pads=(k2 // 2,) * 4,
                               name=f"{cid}/conv2")
-        nets.append(Network.from_layers(cid, [first, second]))
+        nets.append(_chain_network(cid, first, second))
     return tuple(nets)
+
+
+def _chain_network(cid: str, first: Layer, second: Layer) -> Network:
+    """The two layers of a Table 3.5/3.6 row, with the chain they form."""
+    kind = chain_kind(first, second)
+    if kind is None:
+        raise WorkloadError(f"suite chain {cid}: {first.name} does not feed {second.name}")
+    return Network.from_layers(cid, [first, second],
+                               chains=[Chain(kind, (0, 1), (first.name, second.name))])
 
 
 _SUITES = ("gemm", "gemv", "conv1d", "conv2d", "bmm_chain", "conv_chain")
