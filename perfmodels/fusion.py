@@ -1,0 +1,313 @@
+"""Data movement of a fused GEMM chain at one on-chip level (Chimera, seed 000 §1.2).
+
+A chain ``C = A x B`` (M x K by K x L), ``E = C x D`` (M x L by L x N), per batch, runs as one
+loop nest over Chimera's loops m, k, l, n (outermost first in an order string such as
+``"mlkn"``) with tiles (T_M, T_K, T_L, T_N). The intermediate C never leaves the chip; A, B, D
+are read from DRAM and E written. `chain_data_volume` is Algorithm 1: for each moved tensor,
+
+    DV_T = |T| * prod over the op's loops j that do not index T, of  ceil(X_j / T_j)
+                 if an indexing loop of T lies inside j (and, see below, has > 1 trip) else 1
+
+summed over A, B, D, E and times the batch, and MU is the largest op's tile footprint
+(Eq. 3.16). Each op sees only its own loops, which is Algorithm 1's erasing of the producer's
+private loop k before the consumer: m, l are shared, k is private to GEMM1 and n to GEMM2.
+Counting ``|T|`` (edge tiles at their true size) instead of the footprint times every trip
+count is Eq. 3.15's form: both agree when tiles divide the dims.
+
+Valid orders (errata item 3): the shared loops m, l must lie outside the private loops k, n,
+so only ``mlkn``, ``lmkn``, ``mlnk``, ``lmnk`` are allowed (k and n then run side by side inside
+each (m, l) block; all four give the same DV). Algorithm 1 drops the loops an op does not own,
+so with n outside k it would charge nothing for recomputing GEMM1 once per n block, nor keep
+C's tile across loops, and orders such as ``mnkl`` would reach the compulsory traffic with tiny
+tiles. Other orders get DV = inf.
+
+``full_tile_reuse`` (default True): a tile whose indexing loops inside j all have one trip
+(T_K = K for A) does not change across j and stays on chip, as on the hardware and in a
+tile-by-tile simulation; such a tile must then also fit while the other op runs, so its
+footprint joins the other op's MU. With False the formula is Algorithm 1 as printed (the
+re-fetch is charged even then), which is the model Eq. 3.18's closed form optimises. Both
+modes equal Table 3.4 whenever every tile is smaller than its dim.
+
+The ``trips`` argument makes the formula exact (`ceil_trips`) or relaxed (`relaxed_trips`,
+X / T, differentiable in continuous tiles); "has > 1 trip" is ``clip(trips - 1, 0, 1)``, which is
+0 or 1 at integer trips and piecewise linear in between, so both modes share one code path.
+Values are float32 (exact below 2**24 words).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from perfmodels.analytic import fast_jit
+from workloads.errors import ConfigError, InfeasibleError, WorkloadError
+from workloads.fusion import chain_kind
+from workloads.layer import Layer
+from workloads.network import Network
+
+__all__ = ["VALID_ORDERS", "ChainDims", "ClosedForm", "Tiling", "Unfused", "ceil_trips",
+           "chain_data_volume", "closed_form_optimum", "order_array", "relaxed_trips",
+           "search_chain_tiles", "tile_candidates", "unfused_data_volume"]
+
+LOOPS = "mkln"  # loop ids index (M, K, L, N), Chimera's names
+VALID_ORDERS = ("mlkn", "lmkn", "mlnk", "lmnk")
+
+
+class _Op(NamedTuple):
+    loops: str
+    tensors: tuple[tuple[str, str, bool], ...]  # (name, indexing loops, moved to/from DRAM)
+
+
+_GEMM1 = _Op("mkl", (("A", "mk", True), ("B", "kl", True), ("C", "ml", False)))
+_GEMM2 = _Op("mln", (("C", "ml", False), ("D", "ln", True), ("E", "mn", True)))
+_CHAIN = (_GEMM1, _GEMM2)
+# Unfused, C goes to DRAM: written by GEMM1, read back by GEMM2.
+_ALONE = ((_GEMM1._replace(tensors=_GEMM1.tensors[:2] + (("C", "ml", True),)),),
+          (_GEMM2._replace(tensors=(("C", "ml", True),) + _GEMM2.tensors[1:]),))
+
+
+class ChainDims(NamedTuple):
+    """A GEMM chain's sizes: GEMM1 is (batch, M, K) x (batch, K, L), GEMM2 (batch, M, L) x
+    (batch, L, N)."""
+
+    batch: int
+    M: int
+    K: int
+    L: int
+    N: int
+
+    @classmethod
+    def from_layers(cls, producer: Layer, consumer: Layer) -> ChainDims:
+        """Dims from two `Layer.gemm` layers (P = rows, C = reduction, K = output, N = batch)."""
+        if chain_kind(producer, consumer) != "gemm_chain":
+            raise WorkloadError(f"layers {producer.name!r} -> {consumer.name!r} do not form a "
+                                f"GEMM chain (need same batch and rows, and the producer's "
+                                f"output width equal to the consumer's reduction)")
+        return cls(producer.N, producer.P, producer.C, producer.K, consumer.K)
+
+    @classmethod
+    def from_network(cls, net: Network, chain: int = 0) -> ChainDims:
+        """Dims of ``net.chains[chain]``."""
+        if not 0 <= chain < len(net.chains):
+            raise WorkloadError(f"network {net.name!r} has {len(net.chains)} chains; "
+                                f"index {chain} is out of range")
+        first, second = (net.layers[net.order[p]] for p in net.chains[chain].positions)
+        return cls.from_layers(first, second)
+
+    @property
+    def compulsory_words(self) -> int:
+        """Each of A, B, D read and E written once: the least DV any tiling can reach."""
+        b, m, k, l_, n = self
+        return b * (m * k + k * l_ + l_ * n + m * n)
+
+
+def ceil_trips(size: Any, tile: Any) -> Any:
+    """Exact trip counts ceil(X / T)."""
+    return jnp.ceil(size / tile)
+
+
+def relaxed_trips(size: Any, tile: Any) -> Any:
+    """Relaxed trip counts X / T: continuous in the tiles, equal to the exact at divisors."""
+    return size / tile
+
+
+def order_array(order: str) -> np.ndarray:
+    """Loop ids (indices into M, K, L, N) of a valid order string, outermost first."""
+    if order not in VALID_ORDERS:
+        raise ConfigError(f"fused GEMM-chain order {order!r}: must be one of {VALID_ORDERS} "
+                          f"(shared loops m, l outside the private loops k, n)")
+    return np.array([LOOPS.index(c) for c in order], np.int32)
+
+
+def chain_data_volume(dims: Any, tiles: Any, order: Any,
+                      trips: Callable[[Any, Any], Any] = ceil_trips,
+                      full_tile_reuse: bool = True) -> tuple[Any, Any]:
+    """Fused chain's (DV, MU) in words: Algorithm 1 for ``order`` (module docstring).
+
+    Args:
+      dims: (batch, M, K, L, N), e.g. a `ChainDims`.
+      tiles: (..., 4) tiles (T_M, T_K, T_L, T_N), clamped to the dims.
+      order: an order string of `VALID_ORDERS`, or (..., 4) loop ids outermost first (as
+        `order_array`); an invalid order gives DV = inf.
+      trips: `ceil_trips` (exact) or `relaxed_trips`.
+      full_tile_reuse: keep a tile whose indices do not change on chip (see module docstring).
+
+    Broadcasts over leading axes of ``tiles`` and ``order``; jit-able and vmappable.
+    """
+    if isinstance(order, str):
+        order = order_array(order)
+    return _volume(_CHAIN, dims, tiles, order, trips, full_tile_reuse)
+
+
+def _volume(ops: tuple[_Op, ...], dims: Any, tiles: Any, order: Any,
+            trips: Callable[[Any, Any], Any], reuse: bool) -> tuple[Any, Any]:
+    """Algorithm 1 over ``ops`` (one GEMM alone, or the fused chain) with the order rule."""
+    dims = jnp.asarray(dims, jnp.float32)
+    batch, sizes = dims[..., 0], dims[..., 1:]
+    tile = jnp.minimum(jnp.asarray(tiles, jnp.float32), sizes)
+    order = jnp.asarray(order)
+    rank = jnp.argsort(order, axis=-1)  # rank[..., loop] = its depth, 0 outermost
+    n_trips = trips(sizes, tile)
+    several = jnp.clip(n_trips - 1.0, 0.0, 1.0)  # 1 where a loop has more than one trip
+    owners = {c: sum(c in op.loops for op in ops) for c in LOOPS}
+    dv: Any = 0.0
+    footprint: list[Any] = [0.0] * len(ops)
+    for x, op in enumerate(ops):
+        for _, index, moved in op.tensors:
+            ids = [LOOPS.index(c) for c in index]
+            tile_words = math.prod(tile[..., i] for i in ids)
+            footprint[x] = footprint[x] + tile_words
+            if not moved:
+                continue
+            words = math.prod(sizes[..., i] for i in ids)
+            held: Any = 0.0
+            for c in op.loops:
+                if c in index:
+                    continue
+                j = LOOPS.index(c)
+                inside = [jnp.where(rank[..., i] > rank[..., j],
+                                    several[..., i] if reuse else 1.0, 0.0) for i in ids]
+                refetch = functools.reduce(jnp.maximum, inside)
+                words = words * (1.0 + refetch * (n_trips[..., j] - 1.0))
+                if reuse and owners[c] > 1:  # kept across a shared loop: lives through both ops
+                    held = jnp.maximum(held, (1.0 - refetch) * several[..., j])
+            dv = dv + words
+            for y in range(len(ops)):
+                if y != x:
+                    footprint[y] = footprint[y] + held * tile_words
+    mu = functools.reduce(jnp.maximum, footprint)
+    shared = [LOOPS.index(c) for c in LOOPS if owners[c] > 1]
+    private = [LOOPS.index(c) for c in LOOPS if owners[c] == 1]
+    if shared and private:
+        valid = (functools.reduce(jnp.maximum, [rank[..., i] for i in shared])
+                 < functools.reduce(jnp.minimum, [rank[..., i] for i in private]))
+        dv = jnp.where(valid, dv, jnp.inf)
+    return batch * dv, mu
+
+
+class ClosedForm(NamedTuple):
+    """Eq. 3.18's real optimum, Chimera's rounding of it and the Eq. 3.19 bound."""
+
+    tile_ml: float      # T_M* = T_L*
+    tile_kn: float      # T_K* = T_N* = alpha
+    dv_words: float     # DV* (times the batch)
+    rounded: tuple[int, int, int, int]  # (T_M, T_K, T_L, T_N) = min(floor(T*), X)
+    bound: float        # DV(rounded) / DV* <= bound
+
+
+def closed_form_optimum(M: int, K: int, L: int, N: int, capacity_words: float,
+                        alpha: float = 1, *, batch: int = 1) -> ClosedForm:
+    """Eq. 3.18: T_M* = T_L* = -alpha + sqrt(alpha^2 + MC), T_N* = alpha, DV* = 2ML(K+N)/T_M*.
+
+    It minimises Algorithm 1's relaxed DV (``full_tile_reuse=False``) under MU <= MC with
+    T_K, T_N >= alpha, so it bounds that model's integer optimum from below. ``bound`` is Eq.
+    3.19's max over X in {M, L} of 1 + T*/X + 1/T_X (T_X the rounded tile): ceil(X/T_X) <=
+    X/T_X + 1 and T*/T_X <= 1 + 1/T_X.
+    """
+    tile = -alpha + math.sqrt(alpha * alpha + capacity_words)
+    if tile < 1:
+        raise InfeasibleError(f"closed form: capacity {capacity_words} words is below the "
+                              f"smallest fused footprint (1 + 2 alpha = {1 + 2 * alpha})")
+    rounded = (min(math.floor(tile), M), min(int(alpha), K), min(math.floor(tile), L),
+               min(int(alpha), N))
+    bound = max(1 + tile / x + 1 / t for x, t in ((M, rounded[0]), (L, rounded[2])))
+    return ClosedForm(tile, float(alpha), batch * 2 * M * L * (K + N) / tile, rounded, bound)
+
+
+def tile_candidates(size: int) -> np.ndarray:
+    """The tiles ceil(X / q), q = 1..X: each is the smallest tile with its trip count.
+
+    DV depends on a tile only through its trip count and MU grows with the tile, so a search
+    over these is exact over all integer tiles 1..X (it dominates flooring T* and the nearby
+    divisors, errata item 4); there are about 2 sqrt(X) of them.
+    """
+    return np.unique(-(-size // np.arange(1, size + 1))).astype(np.float32)
+
+
+class Tiling(NamedTuple):
+    """A searched tiling: ``order`` and ``tiles`` over the loops it names, in LOOPS order."""
+
+    order: str
+    tiles: tuple[int, ...]
+    dv_words: float
+    mu_words: float
+
+
+class Unfused(NamedTuple):
+    """The two GEMMs run apart, C through DRAM, each tiled for least DV on its own."""
+
+    dv_words: float
+    gemm1: Tiling
+    gemm2: Tiling
+
+
+def search_chain_tiles(dims: Any, capacity_words: float,
+                       full_tile_reuse: bool = True) -> Tiling:
+    """Least-DV fused tiling (ties: least MU) over `VALID_ORDERS` and all integer tiles with
+    MU <= ``capacity_words``, scoring every candidate at once."""
+    dims = ChainDims(*(int(d) for d in dims))
+    return _search(_CHAIN, dims, VALID_ORDERS, capacity_words, full_tile_reuse)
+
+
+def unfused_data_volume(dims: Any, capacity_words: float,
+                        full_tile_reuse: bool = True) -> Unfused:
+    """The baseline fusion is compared against: GEMM1 writes C to DRAM, GEMM2 reads it back,
+    each searched exactly (all 6 orders of its loops, all integer tiles) under the capacity."""
+    dims = ChainDims(*(int(d) for d in dims))
+    gemm1, gemm2 = (_search(ops, dims, ["".join(p) for p in itertools.permutations(ops[0].loops)],
+                            capacity_words, full_tile_reuse) for ops in _ALONE)
+    return Unfused(gemm1.dv_words + gemm2.dv_words, gemm1, gemm2)
+
+
+def _search(ops: tuple[_Op, ...], dims: ChainDims, orders: Any, capacity_words: float,
+            reuse: bool) -> Tiling:
+    loops = "".join(c for c in LOOPS if any(c in op.loops for op in ops))
+    cands = [tile_candidates(size) if c in loops else np.ones(1, np.float32)
+             for c, size in zip(LOOPS, dims[1:])]
+    # Loops an op lacks go innermost; they index nothing it moves, so they change nothing.
+    full = [o + "".join(c for c in LOOPS if c not in o) for o in orders]
+    order_ids = np.array([[LOOPS.index(c) for c in o] for o in full], np.int32)
+    dv, mu, first, rest = (np.asarray(v) for v in _best(
+        ops, reuse, jnp.asarray(dims, jnp.float32), order_ids, cands,
+        jnp.float32(capacity_words)))
+    if not np.isfinite(dv):
+        raise InfeasibleError(f"{'fused chain' if len(ops) > 1 else 'GEMM'} {tuple(dims)}: no "
+                              f"tiling fits {capacity_words} words (all tiles 1 need 3 words)")
+    per_order = math.prod(len(c) for c in cands[1:])
+    o, r = divmod(int(rest), per_order)
+    tiles = [cands[0][int(first)], *(c[i] for c, i in zip(
+        cands[1:], np.unravel_index(r, [len(c) for c in cands[1:]])))]
+    return Tiling(orders[o], tuple(int(t) for c, t in zip(LOOPS, tiles) if c in loops),
+                  float(dv), float(mu))
+
+
+def _lexmin(dv: Any, mu: Any) -> Any:
+    """Index of the least DV, ties broken by the least MU."""
+    return jnp.argmin(jnp.where(dv == jnp.min(dv), mu, jnp.inf))
+
+
+@functools.partial(fast_jit, static_argnums=(0, 1))
+def _best(ops: tuple[_Op, ...], reuse: bool, dims: Any, order_ids: Any, cands: list[Any],
+          capacity: Any) -> tuple[Any, Any, Any, Any]:
+    """Best candidate of the grid cands[0] x ... x cands[3] x orders; a scan over T_M keeps
+    the working set to one T_M slice of the grid."""
+    grid = jnp.stack(jnp.meshgrid(*cands[1:], indexing="ij"), -1).reshape(-1, 3)
+
+    def one(t_m: Any) -> tuple[Any, Any, Any]:
+        tiles = jnp.concatenate([jnp.full((grid.shape[0], 1), t_m), grid], axis=1)
+        dv, mu = _volume(ops, dims, tiles[None], order_ids[:, None], ceil_trips, reuse)
+        mu = jnp.broadcast_to(mu, dv.shape).ravel()
+        dv = jnp.where(mu <= capacity, dv.ravel(), jnp.inf)
+        i = _lexmin(dv, mu)
+        return dv[i], mu[i], i
+
+    dvs, mus, idx = jax.lax.map(one, cands[0])
+    j = _lexmin(dvs, mus)
+    return dvs[j], mus[j], j, idx[j]

@@ -1,0 +1,191 @@
+"""Fused GEMM-chain data movement: Table 3.4, a tile-walking simulation, the closed form,
+the unfused baseline and the relaxed formula."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from perfmodels import fusion
+from perfmodels.fusion import (
+    VALID_ORDERS,
+    ChainDims,
+    ceil_trips,
+    chain_data_volume,
+    closed_form_optimum,
+    order_array,
+    relaxed_trips,
+    search_chain_tiles,
+    unfused_data_volume,
+)
+from workloads.errors import ConfigError, InfeasibleError
+from workloads.suites import suite
+
+CHAINS = [(net.name, ChainDims.from_network(net)) for net in suite("bmm_chain")]
+CAPACITIES = (64 * 1024, 256 * 1024, 1024 * 1024)
+
+
+def _dv(dims, tiles, order, **kw):
+    return tuple(float(v) for v in chain_data_volume(dims, tiles, order, **kw))
+
+
+def _table_3_4(M, K, L, N, tm, tk, tl, tn):
+    """Table 3.4 (order mlkn) and Eq. 3.16, symbol by symbol."""
+    cm, cl = math.ceil(M / tm), math.ceil(L / tl)
+    dv = M * K * cl + K * L * cm + N * L * cm + M * N * cl
+    mu = max(tm * tk + tk * tl + tm * tl, tm * tl + tl * tn + tm * tn)
+    return dv, mu
+
+
+def test_from_layers_maps_the_chain_dims():
+    net = suite("bmm_chain")[0]  # G1: batch 8, M 512, N 64, K 64, L 512
+    assert ChainDims.from_network(net) == ChainDims(8, 512, 64, 512, 64)
+
+
+@pytest.mark.parametrize("tiles", [(32, 8, 24, 6), (32, 8, 20, 5), (30, 7, 72, 20)])
+@pytest.mark.parametrize("reuse", [True, False])
+def test_table_3_4_mlkn(tiles, reuse):
+    M, K, L, N = 96, 40, 72, 24
+    dv, mu = _dv((3, M, K, L, N), tiles, "mlkn", full_tile_reuse=reuse)
+    want_dv, want_mu = _table_3_4(M, K, L, N, *tiles)
+    assert dv == 3 * want_dv and mu == want_mu
+
+
+def test_full_private_tiles_stay_on_chip():
+    """T_K = K, T_N = N: Algorithm 1 as printed re-fetches A and E per l block (Table 3.4);
+    with tile reuse they are loaded once and A, E then also occupy the other op's MU."""
+    M, K, L, N, tm, tl = 96, 40, 72, 24, 32, 24
+    tiles = (tm, K, tl, N)
+    assert _dv((1, M, K, L, N), tiles, "mlkn", full_tile_reuse=False) == _table_3_4(
+        M, K, L, N, *tiles)
+    dv, mu = _dv((1, M, K, L, N), tiles, "mlkn")
+    assert dv == M * K + (K * L + N * L) * math.ceil(M / tm) + M * N
+    assert mu == max(tm * K + K * tl + tm * tl + tm * N, tm * tl + tl * N + tm * N + tm * K)
+
+
+def test_order_rule():
+    for order in VALID_ORDERS:
+        assert _dv((2, 64, 16, 48, 8), (16, 4, 12, 2), order) == _dv(
+            (2, 64, 16, 48, 8), (16, 4, 12, 2), "mlkn")
+    with pytest.raises(ConfigError, match="mnkl"):
+        order_array("mnkl")
+    invalid = np.array([list(map("mkln".index, o)) for o in ("mnkl", "kmln")])
+    dv, _ = chain_data_volume((1, 64, 16, 48, 8), (16, 4, 12, 2), invalid)
+    assert np.all(np.isinf(dv))
+
+
+def _simulate(ops, dims, tiles, order):
+    """Walk each op's tile loops in ``order``; a tensor's tile is (re)loaded, at its clipped
+    size, whenever its tile coordinates differ from the last ones it had."""
+    sizes = dict(zip("mkln", dims[1:]))
+    tile = dict(zip("mkln", tiles))
+    words = 0
+    for op in ops:
+        loops = [c for c in order if c in op.loops]
+        last = {}
+        for point in itertools.product(*(range(0, sizes[c], tile[c]) for c in loops)):
+            at = dict(zip(loops, point))
+            for name, index, moved in op.tensors:
+                key = tuple(at[c] for c in index)
+                if moved and last.get(name) != key:
+                    last[name] = key
+                    words += math.prod(min(tile[c], sizes[c] - at[c]) for c in index)
+    return dims[0] * words
+
+
+def test_formula_matches_tile_walk():
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        dims = (int(rng.integers(1, 3)), *(int(x) for x in rng.integers(1, 9, 4)))
+        tiles = tuple(int(rng.integers(1, d + 1)) for d in dims[1:])
+        for order in VALID_ORDERS:
+            assert _dv(dims, tiles, order)[0] == _simulate(fusion._CHAIN, dims, tiles, order)
+        for ops in fusion._ALONE:  # one GEMM alone: every order of its loops is valid
+            for perm in itertools.permutations(ops[0].loops):
+                order = "".join(perm) + "".join(c for c in "mkln" if c not in perm)
+                dv, _ = fusion._volume(ops, dims, tiles, [*map("mkln".index, order)],
+                                       ceil_trips, True)
+                assert float(dv) == _simulate(ops, dims, tiles, order)
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_relaxed_equals_exact_at_divisors(reuse):
+    rng = np.random.default_rng(1)
+    dims = (4, 96, 48, 72, 36)
+    divisors = [[t for t in range(1, d + 1) if d % t == 0] for d in dims[1:]]
+    tiles = np.array([[rng.choice(dv) for dv in divisors] for _ in range(64)], np.float32)
+    orders = np.stack([order_array(VALID_ORDERS[i % 4]) for i in range(64)])
+    f = jax.jit(jax.vmap(lambda t, o: chain_data_volume(dims, t, o, relaxed_trips, reuse)))
+    g = jax.jit(jax.vmap(lambda t, o: chain_data_volume(dims, t, o, ceil_trips, reuse)))
+    np.testing.assert_array_equal(np.asarray(f(tiles, orders)), np.asarray(g(tiles, orders)))
+
+
+def test_relaxed_gradients_are_finite():
+    key = jax.random.PRNGKey(0)
+    dims = (2, 512, 64, 512, 64)
+    tiles = jnp.exp(jax.random.uniform(key, (32, 4), minval=0.0, maxval=6.5))
+
+    def loss(t):
+        dv, mu = chain_data_volume(dims, t, "lmkn", relaxed_trips)
+        return dv + mu
+
+    grads = jax.vmap(jax.grad(loss))(tiles)
+    assert bool(jnp.all(jnp.isfinite(grads))) and bool(jnp.any(grads != 0))
+
+
+def test_closed_form():
+    cf = closed_form_optimum(512, 64, 512, 64, 65536, alpha=16)
+    t = -16 + math.sqrt(256 + 65536)
+    assert cf.tile_ml == pytest.approx(t) and cf.tile_kn == 16
+    assert cf.dv_words == pytest.approx(2 * 512 * 512 * 128 / t)
+    assert cf.rounded == (math.floor(t), 16, math.floor(t), 16)
+    with pytest.raises(InfeasibleError):
+        closed_form_optimum(8, 8, 8, 8, 2)
+
+
+@pytest.mark.parametrize(("name", "dims"), CHAINS)
+def test_search_against_closed_form(name, dims):
+    """Algorithm 1 as printed (the model Eq. 3.18 optimises): DV* bounds the search from
+    below; the search is never worse than Chimera's rounding, hence within Eq. 3.19's bound;
+    within 5% when T* is far below the dims; the compulsory traffic once the chain fits."""
+    b, M, K, L, N = dims
+    small = search_chain_tiles(dims, 1024, full_tile_reuse=False)
+    assert small.dv_words <= 1.05 * closed_form_optimum(M, K, L, N, 1024, batch=b).dv_words
+    for cap in CAPACITIES:
+        best = search_chain_tiles(dims, cap, full_tile_reuse=False)
+        cf = closed_form_optimum(M, K, L, N, cap, batch=b)
+        rounded, _ = _dv(dims, cf.rounded, "mlkn", full_tile_reuse=False)
+        assert best.mu_words <= cap
+        assert max(cf.dv_words, dims.compulsory_words) <= best.dv_words <= rounded
+        if cf.tile_ml < min(M, L):
+            assert rounded <= cf.bound * cf.dv_words
+        if M * L + M + L <= cap:
+            assert best.dv_words == dims.compulsory_words
+
+
+@pytest.mark.parametrize(("name", "dims"), CHAINS)
+def test_fused_beats_unfused(name, dims):
+    for cap in CAPACITIES:
+        fused = search_chain_tiles(dims, cap)
+        printed = search_chain_tiles(dims, cap, full_tile_reuse=False)
+        unfused = unfused_data_volume(dims, cap)
+        assert dims.compulsory_words <= fused.dv_words <= printed.dv_words
+        assert fused.dv_words <= unfused.dv_words and fused.mu_words <= cap
+        assert unfused.gemm1.mu_words <= cap and unfused.gemm2.mu_words <= cap
+        dv, mu = _dv(dims, fused.tiles, fused.order)
+        assert (dv, mu) == (fused.dv_words, fused.mu_words)
+        # C leaves the chip and comes back: at least 2 M L more than the fused compulsory.
+        assert unfused.dv_words >= dims.compulsory_words + 2 * dims.batch * dims.M * dims.L
+
+
+def test_unfused_reaches_its_compulsory_traffic_when_everything_fits():
+    dims = ChainDims(2, 64, 16, 48, 8)
+    out = unfused_data_volume(dims, 1 << 20)
+    assert out.dv_words == dims.compulsory_words + 2 * 2 * 64 * 48
+    with pytest.raises(InfeasibleError):
+        search_chain_tiles(dims, 2)
