@@ -10,6 +10,13 @@ function of the funct alone, so a trace stores the word only to be a faithful RI
 is ``asm volatile("fence")``). It is kept in traces as the pseudo-funct `Funct.FENCE` (128,
 outside the 7-bit funct range) and encodes to its real word, 0x0FF0000F.
 
+``mvout_spad`` (`Funct.MVOUT_SPAD`, funct 64) is a baco extension, not a Gemmini command: it
+moves accumulator rows into scratchpad rows through the mvout read path (``config_st``'s scale
+and activation, round half to even, int8 saturation) without touching DRAM, so a fused GEMM
+chain keeps its intermediate on chip. Its funct is a free custom-3 funct7 (Gemmini uses 0-25
+and 126), so it encodes to a real RoCC word; rs1 = the source accumulator address, rs2 =
+rows<<48 | cols<<32 | the destination scratchpad address.
+
 Each mnemonic has a `Layout`: the named bit fields of rs1 and rs2. Bits outside every field are
 reserved and must be zero, and every field must fit its width, so each valid (funct, rs1, rs2)
 has exactly one text form and the text and binary round trips are exact. Local (scratchpad /
@@ -55,7 +62,8 @@ U64_MAX = (1 << 64) - 1
 
 
 class Funct(enum.IntEnum):
-    """Gemmini funct7 values (gemmini.h `k_*`, GemminiISA.scala), plus the `FENCE` pseudo-funct."""
+    """Gemmini funct7 values (gemmini.h `k_*`, GemminiISA.scala), plus baco's `MVOUT_SPAD`
+    extension and the `FENCE` pseudo-funct (see the module docstring)."""
 
     CONFIG = 0
     MVIN2 = 1
@@ -79,6 +87,7 @@ class Funct(enum.IntEnum):
     LOOP_CONV_WS_CONFIG_4 = 19
     LOOP_CONV_WS_CONFIG_5 = 20
     LOOP_CONV_WS_CONFIG_6 = 21
+    MVOUT_SPAD = 64  # baco extension: accumulator -> scratchpad, see the module docstring
     FENCE = 128  # not a RoCC command: the base-ISA fence, see the module docstring
 
 
@@ -453,6 +462,13 @@ LAYOUTS: dict[str, Layout] = {layout.mnemonic: layout for layout in (
     _move("mvin2", Funct.MVIN2),
     _move("mvin3", Funct.MVIN3),
     _move("mvout", Funct.MVOUT),
+    # baco extension (module docstring): rs1 = source accumulator address, rs2 as a move's.
+    Layout("mvout_spad", Funct.MVOUT_SPAD, (
+        _f("src", "rs1", 0, 32, "local", _REQ),
+        _f("dst", "rs2", 0, 32, "local", _REQ),
+        _f("rows", "rs2", 48, 16, "int", _REQ),
+        _f("cols", "rs2", 32, 16, "int", _REQ),
+    )),
     _pair("preload", Funct.PRELOAD, "bd", "c"),
     _pair("compute_preloaded", Funct.COMPUTE_PRELOADED, "a", "bd"),
     _pair("compute_accumulated", Funct.COMPUTE_ACCUMULATED, "a", "bd"),
@@ -543,7 +559,8 @@ def layout_of(funct: int, rs1: int = 0) -> Layout:
         return _BY_FUNCT[funct]
     except KeyError:
         raise trace_error(
-            f"unknown funct {funct}; Gemmini functs are 0-21 (and {int(Funct.FENCE)} for fence)",
+            f"unknown funct {funct}; Gemmini functs are 0-21 (and {int(Funct.MVOUT_SPAD)} for "
+            f"mvout_spad, {int(Funct.FENCE)} for fence)",
             field="funct",
         ) from None
 
@@ -845,6 +862,13 @@ class Instruction:
     def mvout(cls, dram_addr: int, sp_addr: LocalAddr | int, rows: int, cols: int) -> Instruction:
         """Scratchpad/accumulator -> DRAM, stride, activation and scale from ``config_st``."""
         return cls.build("mvout", dram=dram_addr, sp=sp_addr, rows=rows, cols=cols)
+
+    @classmethod
+    def mvout_spad(cls, src: LocalAddr | int, dst: LocalAddr | int, rows: int,
+                   cols: int) -> Instruction:
+        """Accumulator -> scratchpad, scaled and activated by ``config_st`` as `mvout` (baco
+        extension): keeps an intermediate on chip."""
+        return cls.build("mvout_spad", src=src, dst=dst, rows=rows, cols=cols)
 
     @classmethod
     def preload(

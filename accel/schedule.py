@@ -1,11 +1,12 @@
 """List scheduling of a trace onto Gemmini's load, execute and store units.
 
 Gemmini's reservation station sends each command to one of three queues (load: mvin*,
-config_ld; execute: preload, compute, config_ex; store: mvout, config_st), issues each queue in
-order, and holds a command back while an older one in another queue touches overlapping rows
-(RAW, WAR, WAW). `schedule` models that: it derives each instruction's reads and writes from
-`Trace.accesses` (scratchpad and accumulator rows, DRAM bytes, configuration registers), builds
-the dependence edges, and list-schedules the instructions on the units in cycles.
+config_ld; execute: preload, compute, config_ex; store: mvout, mvout_spad, config_st), issues
+each queue in order, and holds a command back while an older one in another queue touches
+overlapping rows (RAW, WAR, WAW). `schedule` models that: it derives each instruction's reads
+and writes from `Trace.accesses` (scratchpad and accumulator rows, DRAM bytes, configuration
+registers), builds the dependence edges, and list-schedules the instructions on the units in
+cycles.
 
 The scheduler itself works on plain `Op` records, so a machine that is not Gemmini (the CPU of
 seed 004's list-scheduling example, say) is expressed with the same types: see `Op`, `Unit`.
@@ -78,10 +79,10 @@ UNIT_OF: dict[str, str] = {
     **{m: "load" for m in ("mvin", "mvin2", "mvin3", "config_ld")},
     **{m: "execute" for m in ("preload", "compute_preloaded", "compute_accumulated",
                               "config_ex", "config_norm")},
-    **{m: "store" for m in ("mvout", "config_st")},
+    **{m: "store" for m in ("mvout", "mvout_spad", "config_st")},
 }
 
-_PER_ROW = ("mvin", "mvin2", "mvin3", "mvout", "preload", "compute_preloaded",
+_PER_ROW = ("mvin", "mvin2", "mvin3", "mvout", "mvout_spad", "preload", "compute_preloaded",
             "compute_accumulated", "loop_ws", "loop_conv_ws")
 
 # The one latency table. A throughput model: data movers and the array handle one DIM-wide

@@ -197,6 +197,12 @@ def _access(ins: Instruction, state: _ConfigState, params: IsaParams) -> Access:
         # config_ex and a config_ex after earlier stores (ReservationStation.scala).
         reads = (Region.cell("cfg.st"), Region.cell("cfg.ex"), *local)
         return Access(reads, tuple(dram), rows=math.ceil(cols / dim) * rows)
+    if m == "mvout_spad":
+        # The store path's read-out, written to scratchpad rows instead of DRAM.
+        rows = f["rows"]
+        reads = (Region.cell("cfg.st"), Region.cell("cfg.ex"),
+                 *_local(f["src"], 1, 0, rows, "src"))
+        return Access(reads, tuple(_local(f["dst"], 1, 0, rows, "dst")), rows=rows)
     if m == "preload":
         bd: LocalAddr = f["bd"]
         c: LocalAddr = f["c"]
@@ -431,8 +437,9 @@ class Trace(Sequence):
         """Raise `TraceError` at the first instruction that does not fit the hardware.
 
         Checks: rows and cols within the array and DMA limits, config_ld ids 0-2, no
-        mvin/mvout to the garbage address, and every scratchpad/accumulator range inside
-        the memory (``params.sp_rows`` / ``params.acc_rows``).
+        mvin/mvout to the garbage address, mvout_spad from a plain accumulator address to a
+        plain scratchpad one, and every scratchpad/accumulator range inside the memory
+        (``params.sp_rows`` / ``params.acc_rows``).
         """
         for _ in self._checked(params, _ConfigState(params.dim)):
             pass
@@ -456,6 +463,16 @@ class Trace(Sequence):
                 if f["cols"] > limit:
                     raise fail(f"cols {f['cols']} exceed {limit} (DMA of "
                                f"{params.dma_max_bytes} bytes per row)", "cols")
+            elif m == "mvout_spad":
+                src, dst = f["src"], f["dst"]
+                if not src.acc or src.is_garbage or src.accumulate or src.full or src.norm:
+                    raise fail("the source must be a plain accumulator address (no "
+                               "accumulate, full-width or normalizer bits)", "src")
+                if dst.acc or dst.raw != dst.row:
+                    raise fail("the destination must be a plain scratchpad address", "dst")
+                for name in ("rows", "cols"):
+                    if f[name] > dim:
+                        raise fail(f"{name} {f[name]} exceed the array dimension {dim}", name)
             elif m in ("preload", "compute_preloaded", "compute_accumulated"):
                 for name in f:
                     if name.endswith(("_rows", "_cols")) and f[name] > dim:

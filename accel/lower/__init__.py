@@ -4,7 +4,8 @@
 ``loop_ws`` CISC form), places the tensors in DRAM (`DramLayout`), allocates the scratchpad
 and accumulator (`Allocation`), and checks the result: AMOS's matching matrices, exactly-once
 coverage of the blocked iteration space, and `Trace.validate`. `reference` is the numpy result
-the trace must leave in DRAM.
+the trace must leave in DRAM. `lower_gemm_chain` fuses two GEMMs into one trace whose
+intermediate stays on chip (`accel.lower.chain`).
 
 >>> from accel.arch import HardwareConfig
 >>> from accel.mapping import Mapping
@@ -16,6 +17,8 @@ the trace must leave in DRAM.
 2
 """
 
+from accel.lower.chain import LoweredChain
+from accel.lower.chain import lower_gemm_chain
 from accel.lower.core import EPILOGUE_OPS
 from accel.lower.core import Lowered
 from accel.lower.core import lower
@@ -45,6 +48,7 @@ __all__ = [
     "Epilogue",
     "LowerStats",
     "Lowered",
+    "LoweredChain",
     "TensorLayout",
     "access_matrix",
     "check_coverage",
@@ -54,6 +58,7 @@ __all__ = [
     "im2col_weight",
     "input_hw",
     "lower",
+    "lower_gemm_chain",
     "matching_matrices",
     "parse_epilogue",
     "reference",

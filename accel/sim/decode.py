@@ -53,6 +53,7 @@ class Op(enum.IntEnum):
     COMPUTE_ACCUMULATED = 9
     FLUSH = 10
     FENCE = 11
+    MVOUT_SPAD = 12  # baco extension: accumulator -> scratchpad through the mvout read path
 
 
 class Unit(enum.IntEnum):
@@ -71,6 +72,8 @@ INT_COLUMNS = (
     # mvin / mvout
     "dram", "dram_stride", "rows", "cols", "local", "is_acc", "accumulate", "full",
     "elem_bytes", "block_stride", "nblocks", "act",
+    # mvout_spad: destination scratchpad row (its source row is "local")
+    "dst",
     # preload / compute operands: A, B-or-D, C (C of a compute comes from its preload)
     "a", "a_garbage", "a_acc", "a_rows", "a_cols", "a_stride",
     "bd", "bd_garbage", "bd_acc", "bd_rows", "bd_cols",
@@ -141,6 +144,7 @@ class DecodedTrace:
     reads_acc_operands: bool
     macs: int = 0
     array_macs: int = 0
+    moves_to_spad: bool = False
 
     def __len__(self) -> int:
         return int(self.ints.shape[0])
@@ -186,7 +190,7 @@ _OP_OF_FUNCT = {
     Funct.MVIN: Op.MVIN, Funct.MVIN2: Op.MVIN, Funct.MVIN3: Op.MVIN, Funct.MVOUT: Op.MVOUT,
     Funct.PRELOAD: Op.PRELOAD, Funct.COMPUTE_PRELOADED: Op.COMPUTE_PRELOADED,
     Funct.COMPUTE_ACCUMULATED: Op.COMPUTE_ACCUMULATED, Funct.FLUSH: Op.FLUSH,
-    Funct.FENCE: Op.FENCE,
+    Funct.FENCE: Op.FENCE, Funct.MVOUT_SPAD: Op.MVOUT_SPAD,
 }
 _CONFIG_OPS = (Op.CONFIG_EX, Op.CONFIG_LD, Op.CONFIG_ST, Op.CONFIG_NORM)
 _UNIT_OF_OP = {
@@ -194,6 +198,7 @@ _UNIT_OF_OP = {
     Op.CONFIG_ST: Unit.STORE, Op.CONFIG_NORM: Unit.EXECUTE, Op.MVIN: Unit.LOAD,
     Op.MVOUT: Unit.STORE, Op.PRELOAD: Unit.EXECUTE, Op.COMPUTE_PRELOADED: Unit.EXECUTE,
     Op.COMPUTE_ACCUMULATED: Unit.EXECUTE, Op.FLUSH: Unit.CONTROL, Op.FENCE: Unit.CONTROL,
+    Op.MVOUT_SPAD: Unit.STORE,
 }
 _LOOP_FUNCTS = {int(f) for f in Funct if f.name.startswith("LOOP_")}
 
@@ -229,7 +234,8 @@ def _check_functs(funct: np.ndarray, rs1: np.ndarray) -> None:
         k = int(np.argmin(known))
         raise trace_error(
             f"unknown funct {int(funct[k])}; Gemmini functs are 0-21 (and "
-            f"{int(Funct.FENCE)} for fence)", field="funct", index=k)
+            f"{int(Funct.MVOUT_SPAD)} for mvout_spad, {int(Funct.FENCE)} for fence)",
+            field="funct", index=k)
 
 
 def _reserved_bits(arrays: TraceArrays, layouts: dict[int, Layout], where: np.ndarray) -> None:
@@ -288,7 +294,8 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
         ("mvin", Funct.MVIN), ("mvin2", Funct.MVIN2), ("mvin3", Funct.MVIN3),
         ("mvout", Funct.MVOUT), ("preload", Funct.PRELOAD),
         ("compute_preloaded", Funct.COMPUTE_PRELOADED),
-        ("compute_accumulated", Funct.COMPUTE_ACCUMULATED), ("flush", Funct.FLUSH))}
+        ("compute_accumulated", Funct.COMPUTE_ACCUMULATED), ("flush", Funct.FLUSH),
+        ("mvout_spad", Funct.MVOUT_SPAD))}
     keyed.update({-1 - t: LAYOUTS[m] for t, m in enumerate(
         ("config_ex", "config_ld", "config_st", "config_norm"))})
     _reserved_bits(arrays, keyed, layout_key)
@@ -453,6 +460,39 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     fl_out["scale"] = np.where(is_mvin, np.choose(ld_of, ld_scale),
                                np.where(is_mvout, st_scale, np.float32(1.0))).astype(np.float32)
 
+    # -- mvout_spad: accumulator rows -> scratchpad rows, scaled as an mvout ------------------
+    ms = LAYOUTS["mvout_spad"]
+    is_msp = op == Op.MVOUT_SPAD
+    src_raw = _field(ms, "src", rs1, rs2).astype(np.int64)
+    dst_raw = _field(ms, "dst", rs1, rs2).astype(np.int64)
+    bad = is_msp & (((src_raw >> 29) != 0b100) | ((src_raw >> 26) & 7 != 0))
+    if bad.any():
+        raise fail(int(np.argmax(bad)), "the source must be a plain accumulator address (no "
+                   "accumulate, full-width or normalizer bits)", "src", "mvout_spad")
+    bad = is_msp & ((dst_raw >> 26) != 0)
+    if bad.any():
+        raise fail(int(np.argmax(bad)), "the destination must be a plain scratchpad address",
+                   "dst", "mvout_spad")
+    for name, sel_cap in (("rows", dim), ("cols", dim)):
+        bad = is_msp & (_field(ms, name, rs1, rs2).astype(np.int64) > sel_cap)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise fail(k, f"{name} {int(_field(ms, name, rs1, rs2)[k])} exceed the array "
+                       f"dimension {dim}", name, "mvout_spad")
+    src_row, dst_row = src_raw & _ROW_MASK, dst_raw & _ROW_MASK
+    for row, cap, name, what in ((src_row, shape.acc_rows, "src", "accumulator"),
+                                 (dst_row, shape.sp_rows, "dst", "scratchpad")):
+        bad = is_msp & (rows > 0) & (row + rows > cap)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise fail(k, f"{what} rows {int(row[k])}..{int(row[k] + rows[k]) - 1} are out of "
+                       f"range: the {what} has {cap} rows", name, "mvout_spad")
+    for name, values in (("rows", rows), ("cols", cols), ("local", src_row),
+                         ("is_acc", np.ones(n, np.int64)), ("nblocks", np.ones(n, np.int64)),
+                         ("act", st_act), ("dst", dst_row)):
+        cols_out[name] = np.where(is_msp, values, cols_out[name])
+    fl_out["scale"] = np.where(is_msp, st_scale, fl_out["scale"]).astype(np.float32)
+
     # -- execute operands -----------------------------------------------------------------------
     pl = LAYOUTS["preload"]
     cp = LAYOUTS["compute_preloaded"]
@@ -605,7 +645,8 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     return DecodedTrace(ints=ints.astype(np.int32), floats=floats, origin=origin, shape=alloc,
                         dram_bytes=-1 if dram_bytes is None else int(dram_bytes),
                         uses_os=uses_os, reads_acc_operands=reads_acc,
-                        macs=int(macs.sum()), array_macs=int(fed.sum()) * dim * dim)
+                        macs=int(macs.sum()), array_macs=int(fed.sum()) * dim * dim,
+                        moves_to_spad=bool(is_msp.any()))
 
 
 def pad_decoded(decoded: DecodedTrace, length: int) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,7 @@ UNIT_NAMES = ("load", "execute", "store")
 CHUNK = 1024  # instructions per compiled scan call; traces run chunk after chunk
 _MNEMONIC_OF_OP = {Op.MVIN: "mvin", Op.MVOUT: "mvout", Op.PRELOAD: "preload",
                    Op.COMPUTE_PRELOADED: "compute_preloaded",
-                   Op.COMPUTE_ACCUMULATED: "compute_accumulated"}
+                   Op.COMPUTE_ACCUMULATED: "compute_accumulated", Op.MVOUT_SPAD: "mvout_spad"}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -181,7 +181,8 @@ def _fstatic(preps: Sequence[_Prepared], with_data: bool) -> FuncStatic | None:
         dim=shape.dim, sp_rows=shape.sp_rows, acc_rows=shape.acc_rows,
         dram_len=_pow2(size + 1, 1 << 20), max_blocks=shape.max_blocks, row_bytes=shape.row_bytes,
         uses_os=any(p.decoded.uses_os for p in preps),
-        reads_acc=any(p.decoded.reads_acc_operands for p in preps))
+        reads_acc=any(p.decoded.reads_acc_operands for p in preps),
+        moves_to_spad=any(p.decoded.moves_to_spad for p in preps))
 
 
 def _result(prep: _Prepared, state: dict[str, np.ndarray], start: np.ndarray, end: np.ndarray,

@@ -16,6 +16,9 @@ Semantics (``ExecuteController.scala``, ``AccumulatorScale.scala``, ``Configs.sc
 * mvout: local rows (blocks DIM rows apart) to DRAM rows ``dram + r * stride``. From the
   accumulator: ``float32(x) * acc_scale`` rounded to nearest even, saturated to int8, then
   ReLU if ``config_st`` says so; with the full-width bit, the int32 values themselves.
+* mvout_spad (baco extension): accumulator rows ``local + r`` to scratchpad rows ``dst + r``,
+  ``cols`` columns, through the mvout read path (``config_st`` scale and ReLU, saturated to
+  int8); no DRAM access.
 * preload / compute, weight-stationary: the preload reads B (``bd_rows x bd_cols``, zero
   elsewhere; the garbage address is the zero matrix) into the array's shadow weights, a
   compute_preloaded makes them current, a compute_accumulated reuses the current ones. The
@@ -48,7 +51,7 @@ from jax import lax
 from accel.sim.decode import COL, FCOL, Op
 
 # Error codes: which read touched never-written memory, and the field to name.
-ERROR_FIELDS = {1: "dram", 2: "sp", 3: "sp", 4: "a", 5: "bd", 6: "c"}
+ERROR_FIELDS = {1: "dram", 2: "sp", 3: "sp", 4: "a", 5: "bd", 6: "c", 7: "src"}
 ERROR_DETAILS = {
     1: "mvin reads DRAM bytes that were never initialized or stored to",
     2: "mvin accumulates onto accumulator rows that were never written",
@@ -56,6 +59,7 @@ ERROR_DETAILS = {
     4: "the compute reads A elements that were never written",
     5: "the preload/compute reads B/D elements that were never written",
     6: "the compute accumulates onto accumulator rows that were never written",
+    7: "mvout_spad reads accumulator elements that were never written",
 }
 
 
@@ -71,6 +75,7 @@ class FuncStatic:
     row_bytes: int
     uses_os: bool
     reads_acc: bool
+    moves_to_spad: bool = False  # the trace has mvout_spad (compiled in only then)
 
     @property
     def dram_sink(self) -> int:
@@ -203,7 +208,14 @@ def step(s, ints, floats, k, st: FuncStatic):
     acc_idx = jnp.where(acc_mask.any(axis=1), jnp.where(to_acc_in, in_rows, c_idx_w), acc_sink)
     to_sp_in = is_mvin & ~is_acc
     sp_mask = jnp.where(to_sp_in, in_mask, c_mask_w & ~c_acc)
-    sp_idx = jnp.where(sp_mask.any(axis=1), jnp.where(to_sp_in, in_rows, c_idx_w), sp_sink)
+    if st.moves_to_spad:
+        is_msp = op == Op.MVOUT_SPAD
+        msp_mask = (r < rows)[:, None] & (cvec < cols)[None, :] & is_msp
+        sp_mask = jnp.where(is_msp, widen(msp_mask, False), sp_mask)
+        sp_rows_w = jnp.where(is_msp, widen(g("dst") + r, -1), c_idx_w)
+    else:
+        sp_rows_w = c_idx_w
+    sp_idx = jnp.where(sp_mask.any(axis=1), jnp.where(to_sp_in, in_rows, sp_rows_w), sp_sink)
 
     # ---- reads of the old memories that feed this step's writes --------------------------------
     raw = s.dram[didx_in]  # uint8 [d, rb]
@@ -258,6 +270,12 @@ def step(s, ints, floats, k, st: FuncStatic):
     sp_c = jnp.clip(c_vals_w, -128, 127)
     sp_c = jnp.where(ex_relu, jnp.maximum(sp_c, 0), sp_c)
     sp_new = jnp.where(to_sp_in, sp_in, sp_c).astype(jnp.int8)
+    if st.moves_to_spad:
+        # mvout_spad writes no accumulator row, so the new accumulator is the one it reads.
+        src_idx = jnp.where(msp_mask.any(axis=1), g("local") + r, acc_sink)
+        moved = scale_to_int8(acc[src_idx], scale, g("act") == 1)
+        sp_new = jnp.where(is_msp, widen(moved, 0), sp_new).astype(jnp.int8)
+        errors.append((jnp.any(msp_mask & ~acc_ok[src_idx]), 7))
     sp = s.sp.at[sp_idx].set(jnp.where(sp_mask, sp_new, old_sp))
     sp_ok = s.sp_ok.at[sp_idx].set(old_sp_ok | sp_mask)
 

@@ -21,6 +21,9 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
   share. An mvin completes ``dram_latency_cycles + mvin_write_cycles`` after its last beat; an
   mvout reads one accumulator row per cycle through the scaling pipeline and completes
   ``dram_latency_cycles`` (the write acknowledgement) after its last beat.
+* mvout_spad (baco extension): the store queue reads one accumulator row per cycle through
+  the same scaling pipeline as an mvout and writes it to the scratchpad; no DMA and no DRAM
+  latency: done ``mvout_read_cycles + spad_write_cycles`` after the last row is read.
 * preload / compute: the array takes one row of A (and one of B or D) per cycle. A compute
   takes ``max(a_rows, bd_rows, min_compute_rows)`` cycles (``total_rows`` in
   ``ExecuteController``; full DIM under OS); a preload that loads weights takes DIM cycles, of
@@ -83,6 +86,9 @@ class TimingTable:
     # Accumulator read + scaling pipeline before an mvout's data reaches the DMA:
     # acc_scale_args latency = 8 (plus the 2-cycle accumulator read, acc_latency).
     mvout_read_cycles: int = 10
+    # mvout_spad (baco extension, no Gemmini measurement): after the scaling pipeline, a row is
+    # written to a scratchpad bank in one cycle (a SyncReadMem write port).
+    spad_write_cycles: int = 1
     # Execute pipeline around the mesh: scratchpad read (spad_read_delay) before the first
     # row enters, accumulator read-modify-write (acc_latency) after the last row leaves.
     spad_read_cycles: int = 4
@@ -191,6 +197,9 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     occ = np.where(is_mvout, np.maximum(np.maximum(local_rows, issue), bus), occ)
     dma_offset = np.where(is_mvout, table.mvout_read_cycles, dma_offset)
     post = np.where(is_mvout, table.dram_latency_cycles, post)
+    is_msp = op == Op.MVOUT_SPAD
+    occ = np.where(is_msp, c["rows"], occ)
+    post = np.where(is_msp, table.mvout_read_cycles + table.spad_write_cycles, post)
 
     # Execute.
     os = c["dataflow"] == 0
@@ -230,7 +239,8 @@ def access_runs(decoded: DecodedTrace) -> tuple[np.ndarray, np.ndarray]:
     slots = max(shape.max_blocks, 2)
     n = len(decoded)
     col = {name: decoded.column(name).astype(np.int64) for name in (
-        "op", "local", "rows", "nblocks", "block_stride", "is_acc", "a", "a_garbage", "a_acc",
+        "op", "local", "dst", "rows", "nblocks", "block_stride", "is_acc", "a", "a_garbage",
+        "a_acc",
         "a_rows", "a_stride", "bd", "bd_garbage", "bd_acc", "bd_rows", "c", "c_garbage",
         "c_acc", "c_rows", "c_stride")}
     op = col["op"]
@@ -248,6 +258,11 @@ def access_runs(decoded: DecodedTrace) -> tuple[np.ndarray, np.ndarray]:
         blk_out = np.stack([base + b * shape.dim, col["rows"], np.ones(n, np.int64)], 1)
         writes[:, b] = np.where((is_mvin & live)[:, None], blk_in, writes[:, b])
         reads[:, b] = np.where((is_mvout & live)[:, None], blk_out, reads[:, b])
+    is_msp = op == Op.MVOUT_SPAD
+    ones = np.ones(n, np.int64)
+    reads[:, 0] = np.where(is_msp[:, None], np.stack([base, col["rows"], ones], 1), reads[:, 0])
+    writes[:, 0] = np.where(is_msp[:, None], np.stack([col["dst"], col["rows"], ones], 1),
+                            writes[:, 0])
     is_pre = op == Op.PRELOAD
     is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
     a_run = np.stack([unified(col["a"], col["a_acc"]), col["a_rows"], col["a_stride"]], 1)

@@ -1,0 +1,344 @@
+"""`lower_gemm_chain`: E = (A x B) x D as one trace whose intermediate C never leaves the chip.
+
+Chimera-style fusion on the weight-stationary array. A is M x K, B is K x L, D is L x N and E
+is M x N (per batch). For each batch, each m tile and (order ``"mnlk"``) each n tile, for each
+l tile:
+
+1. for each k tile: mvin the A and B tiles, preload each DIM x DIM block of B and stream the A
+   rows through it into the C tile's accumulator rows (its first k block overwrites, the rest
+   accumulate);
+2. ``mvout_spad`` moves the C tile into the scratchpad, requantized with the first layer's
+   scale and activation: the int8 values an mvout would have stored to DRAM;
+3. for each n tile (all of N with ``"mlkn"``, the current one with ``"mnlk"``): mvin the D
+   tile, preload its blocks and stream the C rows through them into E's accumulator rows (the
+   first l block overwrites, the rest accumulate).
+
+After the last l tile, E's rows go to DRAM by mvout with the second layer's scale and
+activation. So the trace reads A, B and D and writes E, and nothing else. ``"mlkn"`` keeps E
+resident for all of N and computes each C tile once; ``"mnlk"`` keeps one n tile of E and
+recomputes C per n tile (less accumulator, more A and B traffic).
+
+Local layouts, rows DIM elements wide (a tile's blocks of DIM columns are stacked): A tile row
+``kb * tm + m``, B ``lb * tk + k``, C (scratchpad and accumulator) ``lb * tm + m``, D
+``nb * tl + l``, E (accumulator) ``nb * tm + m``. Edge tiles use partial rows and columns, as
+`accel.lower.ws` does for GEMMs: moves and computes name only the valid block.
+
+>>> from accel.arch import HardwareConfig
+>>> hw = HardwareConfig(pe_rows=4, pe_cols=4, sp_kb=4, acc_kb=2)
+>>> low = lower_gemm_chain(Layer.gemm(M=8, K_red=6, N_out=5), Layer.gemm(M=8, K_red=5, N_out=3),
+...                        hw)
+>>> low.dram_read_bytes, low.dram_write_bytes
+({'A': 48, 'B': 30, 'D': 15}, {'E': 24})
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from accel.arch import HardwareConfig
+from accel.isa import Activation, Funct, IsaParams
+from accel.lower.emit import GARBAGE, Emitter, acc_addr, new_instruction, operand
+from accel.lower.layout import ALIGN_BYTES, DramLayout, TensorLayout
+from accel.lower.ws import Allocation, BufferRegion
+from accel.trace import Trace
+from workloads.errors import ConfigError, InfeasibleError, UnsupportedOpError
+from workloads.layer import Layer
+
+ORDERS = ("mlkn", "mnlk")
+TILE_DIMS = ("m", "k", "l", "n")
+_SHRINK_ORDER = ("k", "n", "l", "m")  # ties shrink reduction and n tiles before m (reuse)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweredChain:
+    """A lowered GEMM chain: its trace, where A, B, D and E live, and the DRAM bytes the trace
+    reads and writes per tensor (counted from its mvin / mvout instructions)."""
+
+    trace: Trace
+    layout: DramLayout
+    alloc: Allocation
+    tiles: dict[str, int]
+    order: str
+    first: Layer
+    second: Layer
+    hw: HardwareConfig
+    acc_scales: tuple[float, float]
+    relu: tuple[bool, bool]
+    batched_weights: bool
+    dram_read_bytes: dict[str, int]
+    dram_write_bytes: dict[str, int]
+
+    @property
+    def params(self) -> IsaParams:
+        return IsaParams.from_hardware(self.hw)
+
+    @property
+    def instructions(self) -> dict[str, int]:
+        return dict(collections.Counter(ins.mnemonic for ins in self.trace))
+
+
+def _name(layer: Layer) -> str:
+    return repr(layer.name) if layer.name else (
+        f"gemm(M={layer.P}, K={layer.C}, N={layer.K}, batch={layer.N})")
+
+
+def chain_dims(first: Layer, second: Layer) -> tuple[int, int, int, int, int]:
+    """``(batch, M, K, L, N)`` of the chain, or `ConfigError` if the layers do not chain."""
+    where = f"gemm chain {_name(first)} -> {_name(second)}"
+    for layer in (first, second):
+        if layer.kind not in ("gemm", "gemv") or layer.groups != 1:
+            raise ConfigError(f"{where}: {_name(layer)} is a {layer.kind} with "
+                              f"{layer.groups} group(s); a chain fuses two ungrouped GEMMs")
+    if (second.N, second.P, second.C) != (first.N, first.P, first.K):
+        raise ConfigError(
+            f"{where}: the second GEMM must read the first one's output: expected batch "
+            f"{first.N}, M={first.P}, K_red={first.K}; got batch {second.N}, M={second.P}, "
+            f"K_red={second.C}")
+    return first.N, first.P, first.C, first.K, second.K
+
+
+def _relu(layer: Layer) -> bool:
+    ops = tuple(layer.epilogue)
+    if ops not in ((), ("relu",)):
+        raise UnsupportedOpError(
+            f"gemm chain: {_name(layer)} has epilogue {ops}; a fused chain applies only relu "
+            "(on the requantizing move); lower the layers apart for bias or add")
+    return ops == ("relu",)
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+def footprint(tiles: dict[str, int], n_extent: int, order: str, dim: int
+              ) -> tuple[dict[str, int], dict[str, int]]:
+    """Scratchpad and accumulator rows of each buffer, for tiles in DIM multiples."""
+    tm, tk, tl, tn = (tiles[d] for d in TILE_DIMS)
+    e_cols = _round_up(n_extent, dim) if order == "mlkn" else tn
+    sp = {"A": tk // dim * tm, "B": tl // dim * tk, "C": tl // dim * tm, "D": tn // dim * tl}
+    acc = {"C": tl // dim * tm, "E": e_cols // dim * tm}
+    return sp, acc
+
+
+def choose_tiles(first: Layer, second: Layer, params: IsaParams, order: str = "mlkn",
+                 tiles: dict[str, int] | None = None) -> dict[str, int]:
+    """Tiles (DIM multiples, at most each dimension rounded up to DIM) that fit the memories.
+
+    Given tiles are kept (cut to their dimension); the others start at their whole dimension
+    and the largest one the overflowing memory holds is halved until the buffers fit.
+    `InfeasibleError` names the layers, the rows needed and the rows available when nothing
+    fits.
+    """
+    _, m, k, l_, n = chain_dims(first, second)
+    dim = params.dim
+    full = {"m": _round_up(m, dim), "k": _round_up(k, dim), "l": _round_up(l_, dim),
+            "n": _round_up(n, dim)}
+    given = dict(tiles or {})
+    for name, value in given.items():
+        if name not in TILE_DIMS:
+            raise ConfigError(f"gemm chain tiles: unknown dimension {name!r}; use "
+                              f"{', '.join(TILE_DIMS)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < dim or value % dim:
+            raise ConfigError(f"gemm chain tiles: {name}={value!r} must be a positive multiple "
+                              f"of DIM={dim}")
+    t = {d: min(given.get(d, full[d]), full[d]) for d in TILE_DIMS}
+
+    def fits() -> tuple[bool, dict, dict]:
+        sp, acc = footprint(t, n, order, dim)
+        return (sum(sp.values()) <= params.sp_rows and sum(acc.values()) <= params.acc_rows,
+                sp, acc)
+
+    acc_dims = ("l", "m", "n") if order == "mnlk" else ("l", "m")
+    ok, sp, acc = fits()
+    while not ok:
+        # Shrink only tiles of the memory that overflows (the accumulator holds C and E).
+        over_acc = sum(acc.values()) > params.acc_rows
+        free = [d for d in _SHRINK_ORDER if d not in given and t[d] > dim
+                and (d in acc_dims or not over_acc)]
+        if not free:
+            hint = ("pass smaller tiles" if given else "the tiles are already DIM")
+            if order == "mlkn":
+                hint += "; order='mnlk' keeps only one n tile of E in the accumulator"
+            raise InfeasibleError(
+                f"gemm chain {_name(first)} -> {_name(second)}: tiles {t} need "
+                f"{sum(sp.values())} scratchpad rows {sp} and {sum(acc.values())} accumulator "
+                f"rows {acc}, but the hardware has {params.sp_rows} and {params.acc_rows} "
+                f"rows of {dim}; {hint}")
+        d = max(free, key=lambda x: t[x])
+        t[d] = max(dim, _round_up(t[d] // 2, dim))
+        ok, sp, acc = fits()
+    return t
+
+
+def chain_layout(batch: int, m: int, k: int, l_: int, n: int,
+                 batched_weights: bool) -> DramLayout:
+    """A, B, D (int8) and E (int8) packed after a zero region at address 0 (Gemmini's DMA
+    reads a NULL source as zeros, so no tensor starts there). B and D are per batch with
+    ``batched_weights`` (BMM), else shared by every batch, as a `Layer` GEMM's weight is."""
+    lead = (batch,) if batched_weights else ()
+    specs = (("zeros", (ALIGN_BYTES,)), ("A", (batch, m, k)), ("B", (*lead, k, l_)),
+             ("D", (*lead, l_, n)), ("E", (batch, m, n)))
+    tensors, offset = [], 0
+    for name, shape in specs:
+        tensor = TensorLayout(name, offset, shape, "int8")
+        tensors.append(tensor)
+        offset += _round_up(tensor.nbytes, ALIGN_BYTES)
+    return DramLayout(tuple(tensors), offset)
+
+
+def dram_traffic(trace: Trace, layout: DramLayout, params: IsaParams
+                 ) -> tuple[dict[str, int], dict[str, int]]:
+    """DRAM bytes the trace's moves read and write, per tensor of ``layout``; `ConfigError`
+    for a move that touches no tensor or straddles two."""
+    spans = [(t.offset_bytes, t.offset_bytes + t.nbytes, t.name) for t in layout.tensors]
+    reads: dict[str, int] = {}
+    writes: dict[str, int] = {}
+    for index, access in enumerate(trace.accesses(params)):
+        for regions, into in ((access.reads, reads), (access.writes, writes)):
+            for region in regions:
+                if region.space != "dram":
+                    continue
+                name = next((s[2] for s in spans
+                             if s[0] <= region.start and region.stop <= s[1]), None)
+                if name is None:
+                    raise ConfigError(
+                        f"instruction #{index} ({trace[index].mnemonic}) touches DRAM bytes "
+                        f"{region.start:#x}..{region.stop - 1:#x}, inside no single tensor")
+                into[name] = into.get(name, 0) + region.stop - region.start
+    return reads, writes
+
+
+def _tile_matmul(out: list, dim: int, a_base: int, w_base: int, w_stride: int, c_base: int,
+                 tm: int, rows: int, red: int, cols: int, overwrite: bool) -> None:
+    """C[rows x cols] (+)= A[rows x red] @ W[red x cols] on the array, one weight block at a
+    time, its A rows streamed through it in DIM-row computes (`accel.lower.ws`'s pattern).
+
+    A row (rb, m) is at ``a_base + rb * tm + m``, W row (cb, r) at ``w_base + cb * w_stride +
+    r``, C row (cb, m) at accumulator ``c_base + cb * tm + m``; ``overwrite`` makes the first
+    reduction block overwrite C instead of accumulating.
+    """
+    for rb in range(-(-red // dim)):
+        rc = min(dim, red - rb * dim)
+        for cb in range(-(-cols // dim)):
+            cc = min(dim, cols - cb * dim)
+            w = w_base + cb * w_stride + rb * dim
+            for j, m0 in enumerate(range(0, rows, dim)):
+                mc = min(dim, rows - m0)
+                c = acc_addr(c_base + cb * tm + m0, accumulate=not (overwrite and rb == 0))
+                out.append(new_instruction(Funct.PRELOAD, operand(rc, cc, w if j == 0 else GARBAGE),
+                                           operand(mc, cc, c)))
+                out.append(new_instruction(
+                    Funct.COMPUTE_PRELOADED if j == 0 else Funct.COMPUTE_ACCUMULATED,
+                    operand(mc, rc, a_base + rb * tm + m0), operand(mc, cc, GARBAGE)))
+
+
+def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
+                     tiles: dict[str, int] | None = None, order: str = "mlkn", *,
+                     acc_scales: tuple[float, float] = (1.0, 1.0),
+                     batched_weights: bool = False) -> LoweredChain:
+    """Lower the chain ``E = requant(requant(A @ B) @ D)`` to one fused trace (module docstring).
+
+    Args:
+        first: the GEMM A (M x K) x B (K x L) (``Layer.gemm(M, K_red=K, N_out=L, batch)``).
+        second: the GEMM C (M x L) x D (L x N); its batch and M equal ``first``'s.
+        hw: a square-array `HardwareConfig` (DIM = ``pe_rows``).
+        tiles: some or all of ``m, k, l, n`` tile sizes in DIM multiples; the rest are chosen
+            to fit the scratchpad and accumulator (`choose_tiles`).
+        order: ``"mlkn"`` (E resident for all of N) or ``"mnlk"`` (one n tile of E, C
+            recomputed per n tile).
+        acc_scales: the accumulator scale of C's requantizing move and of E's mvout.
+        batched_weights: B and D differ per batch (a BMM) instead of being shared.
+
+    Raises:
+        ConfigError: the layers do not chain, or a bad tile or order.
+        UnsupportedOpError: an epilogue other than relu.
+        InfeasibleError: the tiles do not fit (names the layers, rows needed and available).
+    """
+    if order not in ORDERS:
+        raise ConfigError(f"gemm chain order {order!r}: use one of {', '.join(ORDERS)}")
+    for scale in acc_scales:
+        if not scale > 0:
+            raise ConfigError(f"gemm chain acc_scales must be positive, got {acc_scales}")
+    batch, m, k, l_, n = chain_dims(first, second)
+    relu = (_relu(first), _relu(second))
+    params = IsaParams.from_hardware(hw)
+    dim = params.dim
+    t = choose_tiles(first, second, params, order, tiles)
+    tm, tk, tl, tn = (t[d] for d in TILE_DIMS)
+    sp_rows, acc_rows = footprint(t, n, order, dim)
+    regions, start = [], 0
+    for name, rows in sp_rows.items():
+        regions.append(BufferRegion(name, "sp", start, rows, 1))
+        start += rows
+    sp_used, start = start, 0
+    for name, rows in acc_rows.items():
+        regions.append(BufferRegion(f"{name}_acc", "acc", start, rows, 1))
+        start += rows
+    alloc = Allocation(tuple(regions), sp_used, params.sp_rows, start, params.acc_rows)
+    a_sp, b_sp, c_sp, d_sp = (alloc[x].start_row for x in "ABCD")
+    c_acc, e_acc = alloc["C_acc"].start_row, alloc["E_acc"].start_row
+
+    layout = chain_layout(batch, m, k, l_, n, batched_weights)
+    ta, tb, td, te = (layout[x] for x in "ABDE")
+    em = Emitter(params)
+    em.config_ex()
+    acts = tuple(Activation.RELU if r else Activation.NONE for r in relu)
+    per_mvin = params.max_block_len
+
+    def load(ld_id: int, tensor: TensorLayout, origin: tuple[int, ...], local: int,
+             block_stride: int, rows: int, cols: int) -> None:
+        # The rows x cols tile at `origin` of a row-major tensor: DIM rows per mvin, up to
+        # MAX_BLOCK_LEN column blocks each (block_stride scratchpad rows apart).
+        *lead, row, col = origin
+        em.config_ld(ld_id, tensor.shape[-1], block_stride=block_stride)
+        for r0 in range(0, rows, dim):
+            for c0 in range(0, cols, per_mvin * dim):
+                em.mvin(ld_id, tensor.address(*lead, row + r0, col + c0),
+                        local + c0 // dim * block_stride + r0, min(dim, rows - r0),
+                        min(per_mvin * dim, cols - c0), 1)
+
+    n_groups = [(0, n)] if order == "mlkn" else [(n0, min(n, n0 + tn)) for n0 in range(0, n, tn)]
+    for b in range(batch):
+        wb = (b,) if batched_weights else ()
+        for m0 in range(0, m, tm):
+            mv = min(tm, m - m0)
+            for n_lo, n_hi in n_groups:
+                for l0 in range(0, l_, tl):
+                    lv = min(tl, l_ - l0)
+                    for k0 in range(0, k, tk):
+                        kv = min(tk, k - k0)
+                        load(0, ta, (b, m0, k0), a_sp, tm, mv, kv)
+                        load(1, tb, (*wb, k0, l0), b_sp, tk, kv, lv)
+                        _tile_matmul(em.out, dim, a_sp, b_sp, tk, c_acc, tm, mv, kv, lv,
+                                     overwrite=k0 == 0)
+                    # C stays on chip: requantized into the scratchpad, never to DRAM.
+                    em.config_st(n, act=acts[0], acc_scale=acc_scales[0])
+                    for lb in range(-(-lv // dim)):
+                        for r0 in range(0, mv, dim):
+                            em.out.append(new_instruction(
+                                Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r0),
+                                operand(min(dim, mv - r0), min(dim, lv - lb * dim),
+                                        c_sp + lb * tm + r0)))
+                    for n0 in range(n_lo, n_hi, tn):
+                        nv = min(tn, n_hi - n0)
+                        load(2, td, (*wb, l0, n0), d_sp, tl, lv, nv)
+                        _tile_matmul(em.out, dim, c_sp, d_sp, tl, e_acc + (n0 - n_lo) // dim * tm,
+                                     tm, mv, lv, nv, overwrite=l0 == 0)
+                em.config_st(n, act=acts[1], acc_scale=acc_scales[1])
+                for nb in range(-(-(n_hi - n_lo) // dim)):
+                    for r0 in range(0, mv, dim):
+                        em.mvout(te.address(b, m0 + r0, n_lo + nb * dim),
+                                 acc_addr(e_acc + nb * tm + r0), min(dim, mv - r0),
+                                 min(dim, n_hi - n_lo - nb * dim), 1)
+    em.fence()
+    trace = Trace(em.out)
+    trace.validate(params)
+    reads, writes = dram_traffic(trace, layout, params)
+    return LoweredChain(trace, layout, alloc, t, order, first, second, hw,
+                        (float(acc_scales[0]), float(acc_scales[1])), relu,
+                        bool(batched_weights), reads, writes)
+
+
+__all__ = ["ORDERS", "TILE_DIMS", "LoweredChain", "chain_dims", "chain_layout",
+           "choose_tiles", "dram_traffic", "footprint", "lower_gemm_chain"]
