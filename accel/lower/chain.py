@@ -13,7 +13,9 @@ l tile:
    tile, preload its blocks and stream the C rows through them into E's accumulator rows (the
    first l block overwrites, the rest accumulate).
 
-After the last l tile, E's rows go to DRAM by mvout with the second layer's scale and
+A tile that covers the whole of what varies under it is loaded once and stays: A's when K is
+one k tile; B's (D's) across m tiles when K and L (L and N) are one tile each, and across the
+batch too when the weights are shared. After the last l tile, E's rows go to DRAM by mvout with the second layer's scale and
 activation. So the trace reads A, B and D and writes E, and nothing else. ``"mlkn"`` keeps E
 resident for all of N and computes each C tile once; ``"mnlk"`` keeps one n tile of E and
 recomputes C per n tile (less accumulator, more A and B traffic).
@@ -299,17 +301,27 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                         min(per_mvin * dim, cols - c0), 1)
 
     n_groups = [(0, n)] if order == "mlkn" else [(n0, min(n, n0 + tn)) for n0 in range(0, n, tn)]
+    # A tile that is the whole of its tensor's varying extent stays put: A's across l (and n)
+    # tiles with one k tile, B's and D's across m tiles (and batches, if shared) with one tile.
+    b_resident = d_resident = False
     for b in range(batch):
         wb = (b,) if batched_weights else ()
+        if batched_weights:
+            b_resident = d_resident = False
         for m0 in range(0, m, tm):
             mv = min(tm, m - m0)
+            a_resident = False
             for n_lo, n_hi in n_groups:
                 for l0 in range(0, l_, tl):
                     lv = min(tl, l_ - l0)
                     for k0 in range(0, k, tk):
                         kv = min(tk, k - k0)
-                        load(0, ta, (b, m0, k0), a_sp, tm, mv, kv)
-                        load(1, tb, (*wb, k0, l0), b_sp, tk, kv, lv)
+                        if not a_resident:
+                            load(0, ta, (b, m0, k0), a_sp, tm, mv, kv)
+                            a_resident = tk >= k
+                        if not b_resident:
+                            load(1, tb, (*wb, k0, l0), b_sp, tk, kv, lv)
+                            b_resident = tk >= k and tl >= l_
                         _tile_matmul(em.out, dim, a_sp, b_sp, tk, c_acc, tm, mv, kv, lv,
                                      overwrite=k0 == 0)
                     # C stays on chip: requantized into the scratchpad, never to DRAM.
@@ -322,7 +334,9 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                                         c_sp + lb * tm + r0)))
                     for n0 in range(n_lo, n_hi, tn):
                         nv = min(tn, n_hi - n0)
-                        load(2, td, (*wb, l0, n0), d_sp, tl, lv, nv)
+                        if not d_resident:
+                            load(2, td, (*wb, l0, n0), d_sp, tl, lv, nv)
+                            d_resident = tl >= l_ and tn >= n
                         _tile_matmul(em.out, dim, c_sp, d_sp, tl, e_acc + (n0 - n_lo) // dim * tm,
                                      tm, mv, lv, nv, overwrite=l0 == 0)
                 em.config_st(n, act=acts[1], acc_scale=acc_scales[1])

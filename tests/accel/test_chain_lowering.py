@@ -98,8 +98,11 @@ def tile_loads(low: LoweredChain) -> dict[str, int]:
     t = low.tiles
     mt, lt, nt = -(-m // t["m"]), -(-l_ // t["l"]), -(-n // t["n"])
     groups = 1 if low.order == "mlkn" else nt  # C is recomputed per n tile with "mnlk"
-    return {"A": batch * groups * lt * m * k, "B": batch * mt * groups * k * l_,
-            "D": batch * mt * l_ * n}
+    one_k, one_l, one_n = t["k"] >= k, t["l"] >= l_, t["n"] >= n
+    weights = batch if low.batched_weights else 1    # a resident weight tile stays
+    return {"A": batch * (1 if one_k else groups * lt) * m * k,
+            "B": (weights if one_k and one_l else batch * mt * groups) * k * l_,
+            "D": (weights if one_l and one_n else batch * mt) * l_ * n}
 
 
 def check_traffic(low: LoweredChain, result) -> None:
@@ -158,10 +161,16 @@ def test_chains_match_numpy_and_keep_c_on_chip(hw):
 def test_dram_reads_follow_the_tile_schedule():
     whole = chain(2, 12, 10, 9, 7, D4).low
     assert whole.tiles == {"m": 12, "k": 12, "l": 12, "n": 8}
-    assert whole.dram_read_bytes == {"A": 2 * 12 * 10, "B": 2 * 10 * 9, "D": 2 * 9 * 7}
-    tiled = chain(2, 12, 10, 9, 7, D4, tiles={"m": 4, "l": 4, "n": 4}, order="mnlk").low
+    # Single tiles: the shared B and D are loaded once for both batches.
+    assert whole.dram_read_bytes == {"A": 2 * 12 * 10, "B": 10 * 9, "D": 9 * 7}
+    per_batch = chain(2, 12, 10, 9, 7, D4, tiles={"m": 4}, batched=True).low
+    assert per_batch.dram_read_bytes == {"A": 2 * 12 * 10, "B": 2 * 10 * 9, "D": 2 * 9 * 7}
+    tiled = chain(2, 12, 10, 9, 7, D4, tiles={"m": 4, "k": 4, "l": 4, "n": 4},
+                  order="mnlk").low
     assert tiled.dram_read_bytes == tile_loads(tiled)
     assert tiled.dram_read_bytes["A"] == 2 * 2 * 3 * 12 * 10  # 2 n tiles x 3 l tiles
+    kept = chain(2, 12, 10, 9, 7, D4, tiles={"m": 4, "l": 4, "n": 4}, order="mnlk").low
+    assert kept.dram_read_bytes["A"] == 2 * 12 * 10  # one k tile: A loaded once per m tile
 
 
 def test_tiles_are_chosen_to_fit_and_too_large_tiles_fail():

@@ -189,3 +189,40 @@ def test_unfused_reaches_its_compulsory_traffic_when_everything_fits():
     assert out.dv_words == dims.compulsory_words + 2 * 2 * 64 * 48
     with pytest.raises(InfeasibleError):
         search_chain_tiles(dims, 2)
+
+
+def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
+    """Random chains and tilings, lowered to one fused trace (`accel.lower.chain`, order mlkn:
+    E resident for all of N, so the model's T_N is N) and run on the simulator: the DRAM bytes
+    its mvins and mvouts move (int8, a byte a word) are the model's DV for those tiles."""
+    from accel.arch import HardwareConfig
+    from accel.lower import lower_gemm_chain
+    from accel.sim import run_batch
+    from accel.sim.decode import Op
+    from workloads.layer import Layer
+
+    dim = 4
+    hw = HardwareConfig(pe_rows=dim, pe_cols=dim, sp_kb=16, acc_kb=16, name="d4")
+    rng = np.random.default_rng(7)
+    lows, want = [], []
+    for _ in range(12):
+        batch = int(rng.integers(1, 3))
+        m, k, l_, n = (int(x) for x in rng.integers(1, 20, 4))
+        tiles = {d: int(rng.integers(1, 4)) * dim for d in "mkl"}
+        tiles["n"] = -(-n // dim) * dim
+        low = lower_gemm_chain(Layer.gemm(M=m, K_red=k, N_out=l_, batch=batch),
+                               Layer.gemm(M=m, K_red=l_, N_out=n, batch=batch), hw, tiles,
+                               "mlkn", batched_weights=True)
+        t = low.tiles
+        dv, _ = chain_data_volume(ChainDims(batch, m, k, l_, n), (t["m"], t["k"], t["l"], n),
+                                  "mlkn")
+        lows.append(low)
+        want.append(float(dv))
+    results = run_batch([low.trace for low in lows], hw, functional=False)
+    for low, res, dv in zip(lows, results, want):
+        dec = res.decoded
+        moved = dec.column("rows") * dec.column("cols") * dec.column("elem_bytes")
+        op = dec.column("op")
+        dram_bytes = int(moved[(op == Op.MVIN) | (op == Op.MVOUT)].sum())
+        assert dram_bytes == sum(low.dram_read_bytes.values()) + low.dram_write_bytes["E"]
+        assert dram_bytes == dv, (low.first, low.second, low.tiles)
