@@ -303,13 +303,15 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
       int32 partial sums and biases are one word per element, as the model counts O words);
       no padding (the DMA moves only real bytes). A bias is moved as the trace moves it: one
       int32 row per output row of a tile (DRAM stride 0), not once per channel. By
-      destination: the scratchpad's weight region -> W, the rest of the scratchpad -> I, the
-      accumulator -> O.
+      destination: the scratchpad's weight regions (`Allocation.holds_weights`) -> W, the
+      rest of the scratchpad -> I, the accumulator -> O.
     * Scratchpad and accumulator: every access is of whole DIM-wide rows (padded channels
       included, as `baco.instructions` charges them): an mvin fills ``rows x blocks x DIM``
       words; a compute reads its A rows (I) and a preload its weight rows (W) x DIM; a compute
       writes (``updates``) its output rows x DIM into the accumulator and, when it
-      accumulates, reads them first; an mvout reads its rows x blocks x DIM.
+      accumulates, reads them first; an mvout reads its rows x blocks x DIM; an mvout_spad
+      (a fused chain's intermediate) reads its rows x DIM from the accumulator and fills as
+      many into the scratchpad (I).
     * Registers: a preload that loads weights fills all DIM x DIM PE registers; every MAC the
       array spends (rows fed x DIM x DIM, padding included) reads one.
     * MACs: what the array spends (``array_macs``), as the instruction-aware model charges.
@@ -328,9 +330,7 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
     is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
     elems = col["rows"] * col["cols"]
     local_words = col["rows"] * col["nblocks"] * dim
-    weight = alloc["weight"]
-    in_weight = (col["local"] >= weight.start_row) & (col["local"] < weight.start_row
-                                                      + weight.rows)
+    in_weight = alloc.holds_weights(col["local"])
     to_acc = is_mvin & (col["is_acc"] == 1)
     to_w = is_mvin & (col["is_acc"] == 0) & in_weight
     to_i = is_mvin & (col["is_acc"] == 0) & ~in_weight
@@ -355,6 +355,10 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
     reads[ACC, O] += total(to_acc & (col["accumulate"] == 1), local_words)
     reads[ACC, O] += total(is_mvout & (col["is_acc"] == 1), local_words)
     reads[SP, I] += total(is_mvout & (col["is_acc"] == 0), local_words)
+    # An on-chip move (a fused chain's intermediate): accumulator rows into the scratchpad.
+    to_sp = op == Op.MVOUT_SPAD
+    reads[ACC, O] += total(to_sp, col["rows"] * dim)
+    fills[SP, I] += total(to_sp, col["rows"] * dim)
     # The array's operands: A (inputs), B/D (weights) from the scratchpad or accumulator.
     a_live = is_comp & (col["a_garbage"] == 0)
     reads[SP, I] += total(a_live & (col["a_acc"] == 0), col["a_rows"] * dim)
@@ -589,6 +593,37 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
     return stick, tuple(out)
 
 
+def simulate_chain(lowered: Any, *, timing_table: TimingTable | None = None
+                   ) -> SimulatedLayer:
+    """A fused GEMM chain (`accel.lower.chain.LoweredChain`) on the simulator: cycles of its
+    one trace, its energy counted from the trace as `simulate_design` counts a layer's (the
+    intermediate's on-chip move included), and the DRAM bytes it moves."""
+    hw = lowered.hw
+    why = simulation_unsupported(hw)
+    if why is not None:
+        raise ConfigError(f"simulated chain: {why}")
+    template = hw.template_spec
+    res = run_batch([lowered.trace.as_arrays()], hw, functional=False,
+                    timing_table=timing_table or TimingTable())[0]
+    acc = trace_accesses(res.decoded, lowered.alloc, gemmini_levels(template),
+                         template.num_levels)
+    counts = TraceCounts(
+        cycles=int(res.cycles), instructions=len(lowered.trace),
+        macs=int(lowered.first.macs + lowered.second.macs),
+        array_macs=int(res.decoded.array_macs), reads=acc["reads"], updates=acc["updates"],
+        fills=acc["fills"], dram_read_bytes=acc["dram_read_bytes"],
+        dram_write_bytes=acc["dram_write_bytes"], sp_rows_used=int(lowered.alloc.sp_rows_used),
+        acc_rows_used=int(lowered.alloc.acc_rows_used), busy_cycles=dict(res.busy_cycles))
+    en = trace_energy(counts, hw)
+    names = [x.name or x.config_str() for x in (lowered.first, lowered.second)]
+    return SimulatedLayer(
+        index=0, name=" -> ".join(names), count=1.0, cycles=counts.cycles,
+        energy_pj=float(en.energy_pj), level_pj=tuple(float(x) for x in en.level_pj),
+        mac_pj=float(en.mac_pj), instructions=counts.instructions, macs=counts.macs,
+        array_macs=counts.array_macs, dram_read_bytes=counts.dram_read_bytes,
+        dram_write_bytes=counts.dram_write_bytes, host_ops=())
+
+
 # --------------------------------------------------------------------------- all three
 def _aware_unsupported(hw: HardwareConfig) -> str | None:
     try:
@@ -660,6 +695,7 @@ __all__ = [
     "hardware_area_mm2",
     "simulate_design",
     "simulation_unsupported",
+    "simulate_chain",
     "trace_accesses",
     "trace_energy",
     "yardsticks",

@@ -271,7 +271,7 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     sp_rows, acc_rows = footprint(t, n, order, dim)
     regions, start = [], 0
     for name, rows in sp_rows.items():
-        regions.append(BufferRegion(name, "sp", start, rows, 1))
+        regions.append(BufferRegion(name, "sp", start, rows, 1, weights=name in "BD"))
         start += rows
     sp_used, start = start, 0
     for name, rows in acc_rows.items():

@@ -206,7 +206,7 @@ def lower_loop_ws(nest: Nest, params: IsaParams, layout: DramLayout,
     a_rows, b_rows = bi * bk * dim, bk * bj * dim
     alloc = Allocation(
         (BufferRegion("loop_ws A", "sp", 0, a_rows, 2),
-         BufferRegion("loop_ws B", "sp", half_sp - b_rows, b_rows, 2),
+         BufferRegion("loop_ws B", "sp", half_sp - b_rows, b_rows, 2, weights=True),
          BufferRegion("loop_ws C", "acc", 0, bi * bj * dim, 2)),
         sp_rows_used=2 * sp_need, sp_rows_available=params.sp_rows,
         acc_rows_used=2 * bi * bj * dim, acc_rows_available=params.acc_rows)

@@ -85,13 +85,15 @@ class Epilogue:
 
 @dataclasses.dataclass(frozen=True)
 class BufferRegion:
-    """``slots`` tiles of ``rows_per_slot`` rows from ``start_row`` in ``space`` (sp / acc)."""
+    """``slots`` tiles of ``rows_per_slot`` rows from ``start_row`` in ``space`` (sp / acc);
+    ``weights``: it holds weights (W), which energy counting tells apart from inputs (I)."""
 
     name: str
     space: str
     start_row: int
     rows_per_slot: int
     slots: int
+    weights: bool = False
 
     @property
     def rows(self) -> int:
@@ -117,6 +119,15 @@ class Allocation:
                 return r
         raise KeyError(name)
 
+    def holds_weights(self, sp_rows: np.ndarray) -> np.ndarray:
+        """Which of these scratchpad rows lie in a region that holds weights."""
+        rows = np.asarray(sp_rows)
+        out = np.zeros(rows.shape, bool)
+        for r in self.regions:
+            if r.weights and r.space == "sp":
+                out |= (rows >= r.start_row) & (rows < r.start_row + r.rows)
+        return out
+
 
 def allocate(nest: Nest, params: IsaParams) -> tuple[Allocation, TileLayout, TileLayout,
                                                      TileLayout]:
@@ -127,7 +138,7 @@ def allocate(nest: Nest, params: IsaParams) -> tuple[Allocation, TileLayout, Til
     il, wl, ol = input_layout(nest), weight_layout(nest), output_layout(nest)
     s2, s1 = int(nest.stages[SP]), int(nest.stages[ACC])
     inp = BufferRegion("input", "sp", 0, il.rows, s2)
-    wgt = BufferRegion("weight", "sp", inp.rows, wl.rows, s2)
+    wgt = BufferRegion("weight", "sp", inp.rows, wl.rows, s2, weights=True)
     out = BufferRegion("output", "acc", 0, ol.rows, s1)
     sp_need, acc_need = inp.rows + wgt.rows, out.rows
     if sp_need > params.sp_rows:

@@ -226,3 +226,26 @@ def test_batched_runs_agree_with_one_by_one(monkeypatch):
                                                  batch=8)
     assert calls == [8]
     assert batched == single and batched_layers == single_layers
+
+
+def test_a_fused_chain_is_judged_from_its_one_trace():
+    """`simulate_chain`: a GEMM chain's DRAM energy is its trace's bytes (int8: a word each) at
+    the DRAM's energy per word, with C never moved; the same two layers unfused (each lowered
+    alone, C through DRAM) move more and spend more there."""
+    from accel.lower import lower_gemm_chain
+    from baco.search.gemmini_tiler import gemmini_mapping
+
+    first = Layer.gemm(M=24, K_red=20, N_out=40, name="qk")
+    second = Layer.gemm(M=24, K_red=40, N_out=16, name="av")
+    low = lower_gemm_chain(first, second, HW)
+    fused = ys.simulate_chain(low)
+    moved = sum(low.dram_read_bytes.values()) + low.dram_write_bytes["E"]
+    assert (fused.dram_read_bytes, fused.dram_write_bytes) == (
+        sum(low.dram_read_bytes.values()), low.dram_write_bytes["E"])
+    dram_pj = float(level_arrays(HW.template_spec, HW.to_params(), np).energy_pj[DRAM])
+    assert fused.level_pj[DRAM] == pytest.approx(dram_pj * moved)
+    assert fused.macs == first.macs + second.macs and fused.cycles > 0
+    design = design_of(HW, [gemmini_mapping(x, HW)[0] for x in (first, second)])
+    _, apart = ys.simulate_design([first, second], [1, 1], design, cache=ys.SimCache())
+    assert sum(x.dram_read_bytes + x.dram_write_bytes for x in apart) > moved
+    assert sum(x.level_pj[DRAM] for x in apart) > fused.level_pj[DRAM]
