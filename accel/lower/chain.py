@@ -15,8 +15,9 @@ l tile:
 
 A tile that covers the whole of what varies under it is loaded once and stays: A's when K is
 one k tile; B's (D's) across m tiles when K and L (L and N) are one tile each, and across the
-batch too when the weights are shared. After the last l tile, E's rows go to DRAM by mvout with the second layer's scale and
-activation. So the trace reads A, B and D and writes E, and nothing else. ``"mlkn"`` keeps E
+batch too when the weights are shared. After the last l tile, E's rows go to DRAM by mvout
+with the second layer's scale and activation. So the trace reads A, B and D and writes E, and
+nothing else. ``"mlkn"`` keeps E
 resident for all of N and computes each C tile once; ``"mnlk"`` keeps one n tile of E and
 recomputes C per n tile (less accumulator, more A and B traffic).
 
