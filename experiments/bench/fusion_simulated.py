@@ -4,8 +4,9 @@ Unfused: each GEMM lowered alone, C written to DRAM and read back, judged by
 `baco.yardsticks.simulate_design`, with Gemmini's library tiling (`baco.search.gemmini_tiler`)
 or, with ``--budget N``, the programs BACO's search finds for the two layers on this hardware
 (``hw_mode: fixed``, N samples, the instruction-aware model). Fused: the chain
-as one trace (`accel.lower.chain.lower_gemm_chain`, order mlkn, tiles chosen to fit), C moved
-on chip by ``mvout_spad``, judged by `baco.yardsticks.simulate_chain`. Both count energy from
+as one trace (`accel.lower.chain.lower_gemm_chain`, order mlkn, the tiles of least modelled
+traffic that fit, `baco.fusion.plan_chain_tiles`), C moved on chip by ``mvout_spad``, judged
+by `baco.yardsticks.simulate_chain`. Both count energy from
 their traces the same way. A chain's batch shares its weights, as a `Layer` GEMM's batch does.
 This is fusion on fixed hardware, not yet co-designed. Prints a table, or JSON with ``--json``.
 
@@ -27,6 +28,7 @@ from accel.arch import HardwareConfig  # noqa: E402
 from accel.lower import lower_gemm_chain  # noqa: E402
 from baco.codesign import codesign  # noqa: E402
 from baco.config import CodesignConfig  # noqa: E402
+from baco.fusion import plan_chain_tiles  # noqa: E402
 from baco.rounding import design_of  # noqa: E402
 from baco.search.gemmini_tiler import gemmini_mapping  # noqa: E402
 from baco.yardsticks import simulate_chain, simulate_design  # noqa: E402
@@ -56,12 +58,13 @@ def main(argv: list[str] | None = None) -> dict:
             mappings = [gemmini_mapping(x, hw)[0] for x in (first, second)]
         design = design_of(hw, mappings)
         apart, per_layer = simulate_design([first, second], [1, 1], design)
-        fused = simulate_chain(lower_gemm_chain(first, second, hw))
+        tiles = plan_chain_tiles(first, second, hw)
+        fused = simulate_chain(lower_gemm_chain(first, second, hw, tiles))
         apart_bytes = sum(x.dram_read_bytes + x.dram_write_bytes for x in per_layer)
         fused_bytes = fused.dram_read_bytes + fused.dram_write_bytes
         fused_edp = fused.cycles * fused.energy_pj
         rows.append({
-            "chain": net.name, "unfused_cycles": apart.latency_cycles,
+            "chain": net.name, "fused_tiles": tiles, "unfused_cycles": apart.latency_cycles,
             "fused_cycles": fused.cycles, "unfused_pj": apart.energy_pj,
             "fused_pj": fused.energy_pj, "unfused_dram_bytes": apart_bytes,
             "fused_dram_bytes": fused_bytes, "edp_gain": apart.edp / fused_edp,
