@@ -16,6 +16,10 @@ data movement and compute become instructions:
 * ``maximum(acc, 0)``, ``acc * scale`` and ``.to(int8)`` ride on the final ``mvout`` (Gemmini's
   ReLU, float32 scale, round-half-even and saturation); a ``store`` of int32 is a full-width
   ``mvout``.
+* such an int8 accumulator block used as a ``dot`` operand (a chain of two dots, as in
+  attention) moves into the scratchpad by ``mvout_spad`` with the same scale, ReLU and
+  saturation: the intermediate never goes to DRAM (`accel.lower.chain` is the same fusion for
+  layers).
 
 Scratchpad blocks are allocated from a ring (so consecutive loads land in different rows and
 can overlap with computes), accumulator blocks per program instance; a block that does not fit
@@ -112,12 +116,20 @@ class AccView:
     relu: bool = False
 
 
+@dataclasses.dataclass(eq=False)
+class OnChipBlock:
+    """An int8 accumulator block moved into the scratchpad (``mvout_spad``) for a dot."""
+
+    tile: SpTile
+    shape: tuple[int, int]
+
+
 @dataclasses.dataclass(frozen=True)
 class DotExpr:
     """``dot(a, b)`` before it knows which accumulator rows it writes."""
 
-    a: DramBlock
-    b: DramBlock
+    a: DramBlock | OnChipBlock
+    b: DramBlock | OnChipBlock
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -316,8 +328,13 @@ class SimCodegen(Machine):
         addr = LocalAddr.accumulator(local) if acc else LocalAddr.sp(local)
         self.ins.append(_MOVES[ident](self.zero_addr, addr, rows, cols))
 
-    def to_scratchpad(self, block: DramBlock, loc: Loc) -> SpTile:
+    def to_scratchpad(self, block: DramBlock | OnChipBlock, loc: Loc) -> SpTile:
         """Move a dot operand into the scratchpad (once, while its rows are not reused)."""
+        if isinstance(block, OnChipBlock):
+            if not block.tile.alive:
+                raise loc.error("sim backend: an on-chip dot operand was overwritten in the "
+                                "scratchpad before its dot; use smaller blocks", CapacityError)
+            return block.tile
         if block.sp is not None and block.sp.alive:
             return block.sp
         if len(block.shape) != 2 or block.dtype != int8:
@@ -356,6 +373,30 @@ class SimCodegen(Machine):
         self.sp_tiles.append(tile)
         block.sp = tile
         return tile
+
+    def acc_to_scratchpad(self, view: AccView, loc: Loc) -> OnChipBlock:
+        """An int8 accumulator block as a dot operand: ``mvout_spad`` moves it into the
+        scratchpad, requantized as an mvout would store it."""
+        if view.dtype != int8:
+            raise loc.error("sim backend: an accumulator block feeds a dot once it is "
+                            ".to(baco.int8) (it moves to the scratchpad requantized, as an "
+                            "mvout stores it)")
+        tile = self.fresh(view, loc)
+        self.ensure_written(tile, np.argwhere(np.ones_like(tile.written)))
+        d = self.dim
+        rows, cols = tile.shape
+        nrb, ncb = tile.written.shape
+        base = self.sp_alloc(nrb * ncb * d, loc, f"a {rows}x{cols} on-chip block")
+        sp = SpTile(base, nrb * ncb * d, ncb, np.zeros((nrb, ncb, 2), np.int64))
+        self.config_st(None, view.relu, 1.0 if view.scale is None else view.scale)
+        for rb in range(nrb):
+            for cb in range(ncb):
+                sp.valid[rb, cb] = (min(d, rows - rb * d), min(d, cols - cb * d))
+                self.ins.append(Instruction.mvout_spad(
+                    LocalAddr.accumulator(tile.row(rb, cb, d)), sp.row(rb, cb, d),
+                    *(int(v) for v in sp.valid[rb, cb])))
+        self.sp_tiles.append(sp)
+        return OnChipBlock(sp, (rows, cols))
 
     # ------------------------------------------------------------------ accumulator
     def fresh(self, view: AccView, loc: Loc) -> AccTile:
@@ -475,10 +516,16 @@ class SimCodegen(Machine):
         return super().op_full(op)
 
     def op_dot(self, op: Op, a: Any, b: Any, acc: Any = None) -> Any:
-        if not isinstance(a, DramBlock) or not isinstance(b, DramBlock):
-            raise op.loc.error("sim backend: dot operands must come straight from baco.load "
-                               "(Gemmini multiplies scratchpad blocks)")
-        expr = DotExpr(a, b)
+        operands = []
+        for x in (a, b):
+            if isinstance(x, AccView):
+                x = self.acc_to_scratchpad(x, op.loc)
+            elif not isinstance(x, DramBlock):
+                raise op.loc.error("sim backend: dot operands come from baco.load, or are "
+                                   "accumulator blocks converted .to(baco.int8) (Gemmini "
+                                   "multiplies scratchpad blocks)")
+            operands.append(x)
+        expr = DotExpr(*operands)
         if acc is None:
             return expr
         return self.accumulate(op, acc, expr)
