@@ -39,7 +39,6 @@ def plan_chain_tiles(first: Layer, second: Layer, hw: HardwareConfig) -> dict[st
     if not fitting:
         return choose_tiles(first, second, params)
     grid = np.array([[t[d] for d in TILE_DIMS] for t in fitting], np.float32)
-    grid[:, 3] = n
     dv, _ = chain_data_volume(ChainDims(batch, m, k, l_, n), grid, "mlkn")
     dv = np.asarray(dv, np.float64)
     size = grid[:, :3].prod(axis=1)

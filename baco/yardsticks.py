@@ -499,6 +499,28 @@ def _timing_runs(jobs: Iterator[_Job], table: TimingTable, batch: int
             todo = [j for j in todo if all(j is not g for g in group)]
 
 
+def _trace_counts(res: Any, alloc: Allocation, instructions: int, macs: int, levels: _Levels,
+                  num_levels: int) -> TraceCounts:
+    """What one timing run of a trace did (`TraceCounts`), its accesses from `trace_accesses`."""
+    acc = trace_accesses(res.decoded, alloc, levels, num_levels)
+    return TraceCounts(
+        cycles=int(res.cycles), instructions=instructions, macs=macs,
+        array_macs=int(res.decoded.array_macs), reads=acc["reads"], updates=acc["updates"],
+        fills=acc["fills"], dram_read_bytes=acc["dram_read_bytes"],
+        dram_write_bytes=acc["dram_write_bytes"], sp_rows_used=int(alloc.sp_rows_used),
+        acc_rows_used=int(alloc.acc_rows_used), busy_cycles=dict(res.busy_cycles))
+
+
+def _simulated_layer(c: TraceCounts, hw: HardwareConfig, **labels: Any) -> SimulatedLayer:
+    """A `SimulatedLayer` from a trace's counts, its energy on `hw` (`trace_energy`)."""
+    en = trace_energy(c, hw)
+    return SimulatedLayer(
+        cycles=c.cycles, energy_pj=float(en.energy_pj),
+        level_pj=tuple(float(x) for x in en.level_pj), mac_pj=float(en.mac_pj),
+        instructions=c.instructions, macs=c.macs, array_macs=c.array_macs,
+        dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes, **labels)
+
+
 def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: Design, *,
                     sram_step_kb: float = 1.0, cache: SimCache | None = None,
                     timing_table: TimingTable | None = None, batch: int | None = None,
@@ -554,17 +576,8 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
                          max_instructions) for idx in missing.values())
         for job, res in _timing_runs(jobs, table, batch):
             b = job.indices[0]
-            decoded = res.decoded
-            acc = trace_accesses(decoded, job.alloc, levels, num_levels)
-            entry = TraceCounts(
-                cycles=int(res.cycles), instructions=len(job.arrays[0]), macs=job.macs,
-                array_macs=int(decoded.array_macs), reads=acc["reads"],
-                updates=acc["updates"], fills=acc["fills"],
-                dram_read_bytes=acc["dram_read_bytes"],
-                dram_write_bytes=acc["dram_write_bytes"],
-                sp_rows_used=int(job.alloc.sp_rows_used),
-                acc_rows_used=int(job.alloc.acc_rows_used),
-                busy_cycles=dict(res.busy_cycles))
+            entry = _trace_counts(res, job.alloc, len(job.arrays[0]), job.macs, levels,
+                                  num_levels)
             cache.put(keys[b], entry)
             for i in job.indices:
                 found[i] = entry
@@ -576,14 +589,9 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
                     max(c.acc_rows_used for c in per_layer), sram_step_kb)
     out = []
     for b, (layer, c) in enumerate(zip(layers, per_layer)):
-        en = trace_energy(c, sim_hw)
-        out.append(SimulatedLayer(
-            index=b, name=layer.name or layer.config_str(), count=float(counts[b]),
-            cycles=c.cycles, energy_pj=float(en.energy_pj),
-            level_pj=tuple(float(x) for x in en.level_pj), mac_pj=float(en.mac_pj),
-            instructions=c.instructions, macs=c.macs, array_macs=c.array_macs,
-            dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes,
-            host_ops=split_epilogue(layer.epilogue)[1]))
+        out.append(_simulated_layer(c, sim_hw, index=b, name=layer.name or layer.config_str(),
+                                    count=float(counts[b]),
+                                    host_ops=split_epilogue(layer.epilogue)[1]))
     w = np.asarray(counts, np.float64)
     latency = float(np.sum(w * np.array([x.cycles for x in out], np.float64)))
     energy_pj = float(np.sum(w * np.array([x.energy_pj for x in out], np.float64)))
@@ -605,23 +613,12 @@ def simulate_chain(lowered: Any, *, timing_table: TimingTable | None = None
     template = hw.template_spec
     res = run_batch([lowered.trace.as_arrays()], hw, functional=False,
                     timing_table=timing_table or TimingTable())[0]
-    acc = trace_accesses(res.decoded, lowered.alloc, gemmini_levels(template),
-                         template.num_levels)
-    counts = TraceCounts(
-        cycles=int(res.cycles), instructions=len(lowered.trace),
-        macs=int(lowered.first.macs + lowered.second.macs),
-        array_macs=int(res.decoded.array_macs), reads=acc["reads"], updates=acc["updates"],
-        fills=acc["fills"], dram_read_bytes=acc["dram_read_bytes"],
-        dram_write_bytes=acc["dram_write_bytes"], sp_rows_used=int(lowered.alloc.sp_rows_used),
-        acc_rows_used=int(lowered.alloc.acc_rows_used), busy_cycles=dict(res.busy_cycles))
-    en = trace_energy(counts, hw)
+    counts = _trace_counts(res, lowered.alloc, len(lowered.trace),
+                           int(lowered.first.macs + lowered.second.macs),
+                           gemmini_levels(template), template.num_levels)
     names = [x.name or x.config_str() for x in (lowered.first, lowered.second)]
-    return SimulatedLayer(
-        index=0, name=" -> ".join(names), count=1.0, cycles=counts.cycles,
-        energy_pj=float(en.energy_pj), level_pj=tuple(float(x) for x in en.level_pj),
-        mac_pj=float(en.mac_pj), instructions=counts.instructions, macs=counts.macs,
-        array_macs=counts.array_macs, dram_read_bytes=counts.dram_read_bytes,
-        dram_write_bytes=counts.dram_write_bytes, host_ops=())
+    return _simulated_layer(counts, hw, index=0, name=" -> ".join(names), count=1.0,
+                            host_ops=())
 
 
 # --------------------------------------------------------------------------- all three

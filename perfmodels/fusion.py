@@ -46,9 +46,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from accel.lower.chain import chain_dims
 from perfmodels.analytic import fast_jit
 from workloads.errors import ConfigError, InfeasibleError, WorkloadError
-from workloads.fusion import chain_kind
 from workloads.layer import Layer
 from workloads.network import Network
 
@@ -85,12 +85,9 @@ class ChainDims(NamedTuple):
 
     @classmethod
     def from_layers(cls, producer: Layer, consumer: Layer) -> ChainDims:
-        """Dims from two `Layer.gemm` layers (P = rows, C = reduction, K = output, N = batch)."""
-        if chain_kind(producer, consumer) != "gemm_chain":
-            raise WorkloadError(f"layers {producer.name!r} -> {consumer.name!r} do not form a "
-                                f"GEMM chain (need same batch and rows, and the producer's "
-                                f"output width equal to the consumer's reduction)")
-        return cls(producer.N, producer.P, producer.C, producer.K, consumer.K)
+        """Dims from two `Layer.gemm` layers, as the fused lowering reads them
+        (`accel.lower.chain.chain_dims`; `ConfigError` if they do not chain)."""
+        return cls(*chain_dims(producer, consumer))
 
     @classmethod
     def from_network(cls, net: Network, chain: int = 0) -> ChainDims:
