@@ -80,12 +80,18 @@ def _cmd_surrogate_train(args: argparse.Namespace) -> int:
                               surrogate.template, info)
     atf.save(surrogate, args.out)
     summary = {"out": str(args.out), "rows": len(fit), "seconds": info["seconds"],
-               "epochs_run": info["epochs_run"], "held_out": info.get("held_out")}
+               "epochs_run": info["epochs_run"], "scale": surrogate.scale,
+               "held_out": info.get("held_out")}
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"trained on {len(fit)} rows in {info['seconds']:.0f}s "
               f"({info['epochs_run']} epochs); saved to {args.out}")
+        cal = info.get("calibration") or {}
+        if cal.get("rows"):
+            print(f"  MAPE calibration x{cal['scale']:.3f} on {cal['rows']} validation rows "
+                  f"(their MAPE {100 * cal['val_mape']:.1f}% -> "
+                  f"{100 * cal['val_mape_calibrated']:.1f}%)")
         for name, fig in (info.get("held_out") or {}).items():
             print(f"  held out ({fig['rows']} rows, unseen layers) {name:8s} pearson "
                   f"{fig['pearson']:.3f}  pearson_log {fig['pearson_log']:.3f}  spearman "

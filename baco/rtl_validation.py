@@ -5,7 +5,9 @@
 * ``sim``: the simulator's RTL timing model (`accel.sim.rtl.simulate_rows`);
 * ``hybrid``: the analytical model times the trained surrogate's residual (``--model PATH``,
   from `baco surrogate train`), on the hardware the surrogate was trained for; the residual is
-  shrunk towards 0 where the surrogate's ensemble disagrees (`perfmodels.atformer.train.shrink`).
+  shrunk towards 0 where the surrogate's ensemble disagrees (`perfmodels.atformer.train.shrink`)
+  and the product multiplied by the surrogate's MAPE calibration factor (reported as
+  ``"calibration_scale"``; `perfmodels.atformer.train.mape_scale`).
 
 ``hardware`` (a preset name such as ``gemmini_default``, or a `HardwareConfig`) evaluates every
 row on that hardware instead of its ``arch.*`` columns, for every predictor: in DOSA-format
@@ -250,6 +252,7 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
                                       "rows_below_half": int(np.sum(kept < 0.5)),
                                       "tau": (float(surrogate.stats.tau)
                                               if np.isfinite(surrogate.stats.tau) else None)}
+            extra["calibration_scale"] = surrogate.scale
         predicted[[r.index for r in live]] = cycles
     for r in rows:
         if r.reason is None and not (np.isfinite(predicted[r.index]) and predicted[r.index] > 0):

@@ -963,7 +963,8 @@ class RtlAccuracy:
         cycles = surrogate.predict_tokens(data.tokens)
         return {"predictor": pred, "index": index.tolist(),
                 "predicted": [float(c) for c in cycles], "measured": [r.cycles for r in rows],
-                "summary": f"trained on {len(train_rows)} rows",
+                "summary": f"trained on {len(train_rows)} rows, MAPE calibration "
+                           f"x{getattr(surrogate, 'scale', 1.0):.3f}",
                 "train_info": json.loads(json.dumps(surrogate.info, default=str))}
 
     def reduce(self, params: RtlParams, results: dict[str, dict], out: pathlib.Path,
@@ -1012,7 +1013,8 @@ class RtlAccuracy:
                  ("analytic: the exact analytical model on each row's architecture columns "
                  "(the Timeloop model that drew the mapping); sim: the lowered trace on the "
                  "16x16 RTL chip model (`accel.sim.rtl.simulate_rows`); hybrid: analytic x "
-                 "exp(ATFormer residual) (`perfmodels.atformer`).")]
+                 "exp(ATFormer residual) x a MAPE calibration factor fitted on the training "
+                 "rows' own validation layers (`perfmodels.atformer`).")]
         if "hybrid" in params.predictors and hybrid_unavailable():
             notes.append(f"hybrid not available: {hybrid_unavailable()}")
         notes += _missing_note(n_cases, len(results))

@@ -4,7 +4,8 @@ The residual is the trained `Surrogate`'s ``offset + ATFormer(tokens)``, the tok
 function of the same `LayerArrays` / `HwParams` / `MappingArrays` the analytical model takes
 (`perfmodels.atformer.features.tokens`), so the hybrid scores a relaxed point from
 `perfmodels.relax.decode` (and gives gradients) exactly as it scores a discrete one. Energy is
-the analytical model's.
+the analytical model's. The residual includes the surrogate's MAPE calibration factor
+(`perfmodels.atformer.train.mape_scale`), so every consumer predicts the same cycles.
 
 >>> import jax, jax.numpy as jnp
 >>> from accel.arch import HardwareConfig

@@ -19,6 +19,14 @@ far from the data they disagree and the prediction falls back to the analytical 
 `predict_log` applies it, so the hybrid (`perfmodels.atformer.hybrid`),
 `Surrogate.predict_tokens` and `baco validate rtl --predictor hybrid` all use it.
 
+Calibrated for relative error (`mape_scale`): the log-space loss aims the prediction at the
+geometric mean of the measured cycles, but under multiplicative noise the mean absolute
+percentage error is least for a prediction *below* it (an over-prediction can cost more than
+100%, an under-prediction never does). So when training ends one factor, the one with the
+least MAPE on the validation layers (never on rows the network was fitted to, nor on a test
+split), multiplies every prediction (``Stats.log_scale``, saved with the checkpoint). A
+constant factor leaves every correlation and every ranking as it was.
+
 A trained `Surrogate` is saved as a folder: ``params.msgpack`` (`flax.serialization.to_bytes`)
 and ``surrogate.json`` (model and training config, the feature normalisation, the template,
 training metrics and the parameters' SHA-256), each written atomically.
@@ -56,12 +64,14 @@ from workloads.errors import ConfigError
 from workloads.files import write_atomic
 from workloads.layer import Layer
 
-__all__ = ["TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset", "Stats", "Surrogate",
-           "TrainConfig", "active_tokens", "dataset_from_rows", "fit_tau", "hardware_warning", "load",
-           "member_residuals", "member_variance", "predict_compact", "predict_log",
+__all__ = ["FORMAT_VERSION", "TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset",
+           "Stats", "Surrogate", "TrainConfig", "active_tokens", "dataset_from_rows", "fit_tau",
+           "hardware_warning", "load", "mape_scale", "member_residuals", "member_variance",
+           "predict_compact", "predict_log",
            "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 added ``stats.log_scale`` (`mape_scale`); `load` reads format 1 as ``log_scale`` 0."""
 CYCLES_KEYS = ("target.gemmini_cycle", "target.cycle")
 
 
@@ -183,13 +193,14 @@ def split_by_group(group: Any, fraction: float, seed: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- model
 class Stats(NamedTuple):
-    """Feature normalisation, the residual's offset and the uncertainty scale (part of a
-    checkpoint)."""
+    """Feature normalisation, the residual's offset, the uncertainty scale and the MAPE
+    calibration (part of a checkpoint)."""
 
     mean: Any      # [F]
     std: Any       # [F]
     offset: Any    # scalar: mean of log(measured / analytic) over the training rows
     tau: Any = float("inf")   # scalar: `shrink`'s variance scale (inf: no shrink)
+    log_scale: Any = 0.0      # scalar: log of the calibration factor (`mape_scale`)
 
     @classmethod
     def of(cls, data: Dataset) -> Stats:
@@ -248,11 +259,33 @@ def residual_parts(config: ModelConfig, params: Any, stats: Stats, tok: Tokens
 
 def predict_log(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
     """Natural log of predicted cycles, ``[...]`` (pure): ``log(analytic) + residual x
-    shrink(variance, tau)``. `params` has a leading ensemble axis; the residual is the offset
-    plus the members' mean, and it is shrunk towards 0 (the analytical model) where the
-    members disagree (`shrink`)."""
+    shrink(variance, tau) + log_scale``. `params` has a leading ensemble axis; the residual is
+    the offset plus the members' mean, and it is shrunk towards 0 (the analytical model) where
+    the members disagree (`shrink`); ``log_scale`` is the MAPE calibration (`mape_scale`)."""
     residual, variance = residual_parts(config, params, stats, tok)
-    return tok.log_cycles + residual * shrink(variance, stats.tau)
+    return tok.log_cycles + residual * shrink(variance, stats.tau) + stats.log_scale
+
+
+def mape_scale(predicted: Any, measured: Any) -> float:
+    """The factor ``s`` that minimises ``mean(|s * predicted - measured| / measured)``: exact,
+    the weighted median of ``measured / predicted`` with weights ``predicted / measured``
+    (each term is ``r |s - 1/r|`` with ``r = predicted / measured``). 1.0 without two finite,
+    positive pairs.
+
+    Why a factor and not the log residual's mean: under multiplicative noise the MAPE-optimal
+    prediction lies below the geometric mean that a log-space loss fits.
+
+    >>> mape_scale([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+    0.5
+    """
+    p, m = np.asarray(predicted, np.float64), np.asarray(measured, np.float64)
+    ok = np.isfinite(p) & np.isfinite(m) & (p > 0) & (m > 0)
+    if ok.sum() < 2:
+        return 1.0
+    ratio = p[ok] / m[ok]
+    order = np.argsort(1.0 / ratio, kind="stable")
+    cum = np.cumsum(ratio[order])
+    return float(1.0 / ratio[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
 def active_tokens(weight: Any) -> int:
@@ -350,6 +383,11 @@ class Surrogate:
         """Predicted cycles of discrete points."""
         return self.predict_tokens(tokens_of(layers, hws, mappings))
 
+    @property
+    def scale(self) -> float:
+        """The MAPE calibration factor every prediction is multiplied by (`mape_scale`)."""
+        return float(np.exp(np.float64(self.stats.log_scale)))
+
     def shrink_tokens(self, tok: Tokens) -> np.ndarray:
         """The fraction of the learned residual kept at each point (`shrink`, numpy ``[N]``):
         1 where the ensemble agrees as on its training data, towards 0 outside it."""
@@ -429,8 +467,9 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
         fit, val = data, None
     # Fine-tuning keeps the pre-trained feature normalisation (its weights expect it) and
     # re-estimates the residual's offset on the new data (a new target, e.g. RTL vs simulator).
-    stats = (init.stats._replace(offset=Stats.of(fit).offset) if init is not None
-             else Stats.of(fit))
+    # The calibration is refitted at the end (`mape_scale`), so training starts without one.
+    stats = (init.stats._replace(offset=Stats.of(fit).offset, log_scale=np.float32(0.0))
+             if init is not None else Stats.of(fit))
     key = jax.random.PRNGKey(cfg.seed)
     key, init_key = jax.random.split(key)
     if init is not None:
@@ -481,13 +520,34 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
             break
     tau, multiple = fit_tau(cfg.model, best, stats, fit.tokens, val)
     stats = stats._replace(tau=np.float32(tau))
+    stats, calibration = _calibrate(Surrogate(cfg, best, stats, template), val)
     info = {"epochs_run": epoch, "best_epoch": best_epoch.tolist(),
             "shrink": {"tau": tau if np.isfinite(tau) else None, "multiple": multiple,
                        "quantile": TAU_QUANTILE},
+            "calibration": calibration,
             "val_mse": best_loss.tolist(), "train_rows": len(fit),
             "val_rows": 0 if val is None else len(val),
             "seconds": time.perf_counter() - started, "history": history}
     return Surrogate(config=cfg, params=best, stats=stats, template=template, info=info)
+
+
+def _calibrate(surrogate: Surrogate, val: Dataset | None) -> tuple[Stats, dict[str, Any]]:
+    """`surrogate`'s stats with the `mape_scale` of its predictions on the validation layers
+    `val` (layers the network was not fitted to; factor 1 without two of their rows), and a
+    record of it for the checkpoint's info."""
+    stats = surrogate.stats._replace(log_scale=np.float32(0.0))
+    if val is None or len(val) < 2:
+        return stats, {"scale": 1.0, "rows": 0}
+    measured = np.exp(np.asarray(val.log_measured, np.float64))
+    predicted = dataclasses.replace(surrogate, stats=stats).predict_tokens(val.tokens)
+    scale = mape_scale(predicted, measured)
+
+    def mape(factor: float) -> float:
+        return float(np.mean(np.abs(factor * predicted - measured) / measured))
+
+    return (stats._replace(log_scale=np.float32(np.log(scale))),
+            {"scale": scale, "rows": len(val), "val_mape": mape(1.0),
+             "val_mape_calibrated": mape(scale)})
 
 
 @functools.partial(fast_jit, static_argnums=0)
@@ -557,7 +617,8 @@ def save(surrogate: Surrogate, path: str | os.PathLike) -> pathlib.Path:
                   "offset": float(surrogate.stats.offset),
                   # null: no shrink (`shrink`; JSON has no infinity)
                   "tau": (float(surrogate.stats.tau) if np.isfinite(surrogate.stats.tau)
-                          else None)},
+                          else None),
+                  "log_scale": float(surrogate.stats.log_scale)},
         "params_sha256": hashlib.sha256(blob).hexdigest(),
         "info": {k: v for k, v in surrogate.info.items() if k != "history"},
     }
@@ -574,8 +635,10 @@ def load(path: str | os.PathLike) -> Surrogate:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: not a surrogate checkpoint (expected surrogate.json and "
                           f"params.msgpack from `baco surrogate train`): {exc}") from None
-    if meta.get("format") != FORMAT_VERSION or meta.get("kind") != "atformer-residual":
-        raise ConfigError(f"{path}/surrogate.json: unknown format {meta.get('format')!r}")
+    # Format 1 predates the calibration: read as factor 1 (log_scale 0), as it was trained.
+    if meta.get("format") not in (1, FORMAT_VERSION) or meta.get("kind") != "atformer-residual":
+        raise ConfigError(f"{path}/surrogate.json: unknown format {meta.get('format')!r} "
+                          f"(this version reads 1 to {FORMAT_VERSION}); train it again")
     if hashlib.sha256(blob).hexdigest() != meta.get("params_sha256"):
         raise ConfigError(f"{path}/params.msgpack does not match surrogate.json (a partial "
                           "write?); train it again")
@@ -585,7 +648,8 @@ def load(path: str | os.PathLike) -> Surrogate:
         stats = Stats(np.asarray(meta["stats"]["mean"], np.float32),
                       np.asarray(meta["stats"]["std"], np.float32),
                       np.float32(meta["stats"]["offset"]),
-                      np.float32(np.inf if tau is None else tau))
+                      np.float32(np.inf if tau is None else tau),
+                      np.float32(meta["stats"].get("log_scale", 0.0)))
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}/surrogate.json: malformed ({exc})") from None
     if stats.mean.shape != (NUM_FEATURES,):
