@@ -168,11 +168,11 @@ class HybridRounder(Rounder):
         self.hybrid = hybrid
 
     def analytic_score(self, designs: Sequence[Design]) -> Any:
-        """The scores without the learned residual."""
-        return super().score(designs)
+        """The per-layer scores without the learned residual (and without fusion)."""
+        return super().layer_score(designs)
 
-    def score(self, designs: Sequence[Design]) -> Any:
-        out = super().score(designs)
+    def layer_score(self, designs: Sequence[Design]) -> Any:
+        out = super().layer_score(designs)
         if self.hybrid is None:
             return out
         hwps = stack_hw([d.hw for d in designs])
@@ -501,6 +501,9 @@ class _Search:
             self.rounder = Rounder(hw, self.layers, **rounder_args)
         else:
             self.rounder = HybridRounder(hw, self.layers, hybrid=self.hybrid, **rounder_args)
+        if config.fusion:
+            from baco.fusion import FusionPlan
+            self.rounder.fusion = FusionPlan.of(net, aware=config.instruction_aware)
         self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
                                              hw_mode=config.hw_mode, tau=config.tau)
         big = math.log(1e12)
@@ -953,10 +956,25 @@ class _Search:
         metrics = self.rounder.score([self.best])
         plain = (plain_edp(self.best, self.layers, self.counts)
                  if self.config.instruction_aware else None)
+        fused_with: dict[int, list[str]] = {}
+        fusion = None
+        if self.rounder.fusion is not None:
+            alone = self.rounder.layer_score([self.best])
+            fusion = self.rounder.fusion.describe(np.asarray(alone.cycles[0], np.float64),
+                                                  np.asarray(alone.energy_pj[0], np.float64),
+                                                  self.best.hw)
+            for entry in fusion:
+                if entry["fused"]:
+                    first, second = entry["layers"]
+                    fused_with.setdefault(first, []).append(self.layers[second].name
+                                                            or f"layer{second}")
+                    fused_with.setdefault(second, []).append(self.layers[first].name
+                                                             or f"layer{first}")
         layers = tuple(
             LayerResult(layer=layer, count=int(count), mapping=m,
                         latency_cycles=float(metrics.cycles[0, b]),
-                        energy_pj=float(metrics.energy_pj[0, b]))
+                        energy_pj=float(metrics.energy_pj[0, b]),
+                        fused_with=tuple(fused_with.get(b, ())))
             for b, (layer, count, m) in enumerate(zip(self.layers, self.net.counts, mappings)))
         history = tuple(HistoryPoint(samples=int(s), seconds=float(t), best_edp=float(e))
                         for s, t, e in self.history)
@@ -968,6 +986,8 @@ class _Search:
         }
         if plain is not None:
             extra["edp_analytic"] = plain
+        if fusion is not None:
+            extra["fusion"] = {"chains": fusion, "left_apart": self.rounder.fusion.skipped}
         if self.learner is not None:
             extra["sim_hybrid"] = self.learner.summary(self.best)
         return CodesignResult(method="baco", network=self.net.name, hardware=self.best.hw,

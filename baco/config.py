@@ -114,6 +114,13 @@ class CodesignConfig:
     one with the lowest simulated EDP, after each of its layers' programs is chosen by
     simulation among ``sim_polish`` neighbours (0: off) (`baco.sim_hybrid`; each newly
     simulated layer costs a sample).
+
+    Fusion (``fusion``; default off): the network's GEMM chains that the fused lowering runs
+    (`baco.fusion`) are fused wherever that lowers a scored design's EDP, with the on-chip
+    path from the accumulator to the scratchpad; each exact score, and so the hardware the
+    search keeps, counts them fused (the chain's own model, `perfmodels.fusion.chain_cost`).
+    The result's fused layers carry ``fused_with`` and the simulated yardstick runs each fused
+    chain as one trace.
     """
 
     seed: int = 0
@@ -146,6 +153,7 @@ class CodesignConfig:
     sim_rounds: int = 4
     sim_top_k: int = 4
     sim_polish: int = 4
+    fusion: bool = False
 
     def __post_init__(self) -> None:
         if self.predictor not in _PREDICTORS:
@@ -157,6 +165,10 @@ class CodesignConfig:
         _positive(self, "budget_samples", "starts", "steps_per_start", "round_every",
                   "max_pe_dim", "start_mappings", "checkpoint_every", "refine_moves",
                   "sim_rounds", "sim_top_k")
+        if self.fusion and self.predictor == "sim_hybrid":
+            raise ConfigError("codesign.fusion: the sim_hybrid predictor learns per-layer "
+                              "residuals and would mislearn fused chains; use predictor "
+                              "analytic or hybrid with fusion")
         if self.sim_polish < 0:
             raise ConfigError(f"codesign.sim_polish must be >= 0, got {self.sim_polish}")
         if not 0.0 <= self.refine_fraction < 1.0:

@@ -1,49 +1,256 @@
-"""Planning a fused GEMM chain: the tiles the model says move least, among those the lowering
-can hold.
+"""Fusion in the co-design: which of a network's chains run fused, with which tiles, and what
+that does to each design's score.
 
-`accel.lower.chain.lower_gemm_chain` runs a chain as one trace (order mlkn: E resident for all
-of N) and, by itself, picks tiles greedily. Here every DIM-multiple (T_M, T_K, T_L) with the
-n tile spanning N is scored with `perfmodels.fusion.chain_data_volume` (whose traffic equals
-the bytes that trace moves, `tests/perfmodels/test_fusion.py`), those whose buffers overflow
-the scratchpad or accumulator (`accel.lower.chain.footprint`) are dropped, and the least
-traffic wins (ties: the largest tiles, the fewest instructions).
+A network's GEMM chains (`workloads.fusion`, `Network.chains`) that the fused lowering runs
+(`accel.lower.chain.lower_gemm_chain`: two ungrouped GEMMs, each with no epilogue or a relu,
+nothing else between them) are grouped by their unique layers (`ChainGroup`: BERT's twelve
+attention blocks would be one group of twelve instances). Chains the lowering cannot run, and
+chains that share a layer with an earlier chain, are listed with the reason, never fused.
+
+`FusionPlan.fold` is the search's view: for each scored design and group, the chain fused on
+the design's hardware (`plan_chain_tiles`: among the DIM-multiple tiles that fit its
+scratchpad and accumulator, the least DRAM traffic; then `perfmodels.fusion.chain_cost`)
+replaces the group's instances of the two layers when that lowers the network's EDP. The
+per-layer metrics are rewritten so that ``Σ count x metric`` is the network with those
+decisions (each layer takes its share of the fused chain by its unfused cycles and energy),
+so every consumer of `baco.rounding.Rounder.score` (starts, rounding, refinement, the result)
+sees fusion without knowing of it. Descent's gradient still sees the layers apart: fusion
+enters where designs are scored exactly.
+
+Fusing needs the template's on-chip path (``mvout_spad``: accumulator rows into the
+scratchpad); a design that fuses nothing does not need it and pays nothing for it.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import functools
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.isa import IsaParams
 from accel.lower.chain import TILE_DIMS, chain_dims, choose_tiles, footprint
-from perfmodels.fusion import ChainDims, chain_data_volume
+from perfmodels.fusion import ChainDims, chain_cost, chain_data_volume
+from workloads.errors import BacoError, ConfigError
 from workloads.layer import Layer
+from workloads.network import Network
+
+FUSABLE_EPILOGUES = ((), ("relu",))
+"""What the fused lowering applies to each GEMM's result (on the requantizing move)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainGroup:
+    """Chain instances over the same two unique layers (indices into `Network.layers`)."""
+
+    first: int
+    second: int
+    instances: int
+    layers: tuple[Layer, Layer]
+    names: tuple[str, str]
+
+    @property
+    def dims(self) -> ChainDims:
+        return ChainDims.from_layers(*self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layers": [self.first, self.second], "names": list(self.names),
+                "instances": self.instances,
+                "epilogues": [list(x.epilogue) for x in self.layers]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], layers: Sequence[Layer]) -> ChainGroup:
+        """From `to_dict` and the unique layers it indexes (a result's)."""
+        i, j = (int(x) for x in data["layers"])
+        pair = tuple(dataclasses.replace(layers[x], epilogue=tuple(e))
+                     for x, e in zip((i, j), data.get("epilogues", [[], []])))
+        return cls(first=i, second=j, instances=int(data["instances"]), layers=pair,
+                   names=tuple(str(x) for x in data["names"]))
+
+
+def fused_chains(extra: dict[str, Any], layers: Sequence[Layer]) -> list[ChainGroup]:
+    """The groups a result fuses (its ``extra["fusion"]``, `FusionPlan.describe`)."""
+    try:
+        return [ChainGroup.from_dict(entry, layers)
+                for entry in extra.get("fusion", {}).get("chains", []) if entry["fused"]]
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ConfigError(f"result extra.fusion: malformed chain record ({exc!r})") from None
+
+
+def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]:
+    """The network's fusable chain groups, and the chains left apart counted by reason."""
+    skipped: collections.Counter[str] = collections.Counter()
+    taken: set[int] = set()
+    found: dict[tuple, list] = {}
+    for chain in net.chains:
+        p, q = chain.positions
+        first, second = (dataclasses.replace(net.layers[net.order[x]],
+                                             epilogue=tuple(net.epilogues[x])) for x in (p, q))
+        if chain.kind != "gemm_chain":
+            skipped[f"{chain.kind}: no fused lowering for convolutions"] += 1
+            continue
+        ops = [op for op in chain.between if op not in ("reshape", "flatten", "squeeze",
+                                                        "unsqueeze")]
+        if any(layer.epilogue not in FUSABLE_EPILOGUES for layer in (first, second)) or (
+                ops and tuple(ops) != ("relu",)):
+            skipped["ops between or after the GEMMs other than relu (softmax, bias, GELU...) "
+                    "have no on-chip unit"] += 1
+            continue
+        try:
+            chain_dims(first, second)
+        except BacoError:
+            skipped["the consumer does not read the producer's rows as they are"] += 1
+            continue
+        if net.order[p] == net.order[q]:
+            skipped["producer and consumer are the same unique layer"] += 1
+            continue
+        if p in taken or q in taken:
+            skipped["shares a layer with an earlier fused chain"] += 1
+            continue
+        taken.update((p, q))
+        key = (net.order[p], net.order[q], first.epilogue, second.epilogue)
+        found.setdefault(key, [first, second, chain.names, 0])[3] += 1
+    groups = tuple(ChainGroup(first=i, second=j, instances=count, layers=(a, b),
+                              names=(str(names[0]), str(names[1])))
+                   for (i, j, _, _), (a, b, names, count) in found.items())
+    return groups, dict(skipped)
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_table(dims: ChainDims, dim: int) -> dict[str, np.ndarray]:
+    """Every DIM-multiple (T_M, T_K, T_L) with the n tile spanning N: rows it holds and its
+    DRAM traffic (a `Layer` GEMM's batch shares the weights), least traffic first (ties: the
+    largest tiles)."""
+    _, m, k, l_, n = dims
+    span = {d: -(-x // dim) * dim for d, x in zip(TILE_DIMS, (m, k, l_, n))}
+    grid = np.array(list(itertools.product(*(range(dim, span[d] + 1, dim) for d in "mkl"))),
+                    np.float64).reshape(-1, 3)
+    tiles = {"m": grid[:, 0], "k": grid[:, 1], "l": grid[:, 2], "n": np.full(len(grid),
+                                                                           span["n"])}
+    sp, acc = footprint(tiles, n, "mlkn", dim)
+    full = np.stack([tiles[d] for d in TILE_DIMS], -1)
+    dv, _ = chain_data_volume(dims, full.astype(np.float32), "mlkn", shared_weights=True)
+    dv = np.asarray(dv, np.float64)
+    order = np.lexsort((-grid.prod(axis=1), dv))
+    return {"tiles": full[order], "sp_rows": sum(sp.values())[order],
+            "acc_rows": sum(acc.values())[order]}
+
+
+def _planned(dims: ChainDims, params: IsaParams) -> np.ndarray | None:
+    table = _tile_table(dims, params.dim)
+    fits = np.flatnonzero((table["sp_rows"] <= params.sp_rows)
+                          & (table["acc_rows"] <= params.acc_rows))
+    return table["tiles"][fits[0]] if len(fits) else None
 
 
 def plan_chain_tiles(first: Layer, second: Layer, hw: HardwareConfig) -> dict[str, int]:
     """Tiles for ``lower_gemm_chain(first, second, hw, tiles, "mlkn")`` with the least DRAM
-    traffic by the model; the lowering's own greedy choice when no tile with the n tile
-    spanning N fits (its `InfeasibleError` if nothing does)."""
+    traffic by the model (`perfmodels.fusion.chain_data_volume`, equal to the bytes the trace
+    moves) among those whose buffers fit; the lowering's own greedy choice when none with the
+    n tile spanning N fits (its `InfeasibleError` if nothing does)."""
     params = IsaParams.from_hardware(hw)
-    dim = params.dim
-    batch, m, k, l_, n = chain_dims(first, second)
-    span = {d: -(-x // dim) * dim for d, x in zip(TILE_DIMS, (m, k, l_, n))}
-    fitting = []
-    for tm, tk, tl in itertools.product(*(range(dim, span[d] + 1, dim) for d in "mkl")):
-        tiles = {"m": tm, "k": tk, "l": tl, "n": span["n"]}
-        sp, acc = footprint(tiles, n, "mlkn", dim)
-        if sum(sp.values()) <= params.sp_rows and sum(acc.values()) <= params.acc_rows:
-            fitting.append(tiles)
-    if not fitting:
+    tiles = _planned(ChainDims.from_layers(first, second), params)
+    if tiles is None:
         return choose_tiles(first, second, params)
-    grid = np.array([[t[d] for d in TILE_DIMS] for t in fitting], np.float32)
-    dv, _ = chain_data_volume(ChainDims(batch, m, k, l_, n), grid, "mlkn")
-    dv = np.asarray(dv, np.float64)
-    size = grid[:, :3].prod(axis=1)
-    best = min(range(len(fitting)), key=lambda i: (dv[i], -size[i]))
-    return fitting[best]
+    return {d: int(t) for d, t in zip(TILE_DIMS, tiles)}
 
 
-__all__ = ["plan_chain_tiles"]
+@functools.lru_cache(maxsize=16384)
+def chain_figures(group: ChainGroup, hw: HardwareConfig, aware: bool = True
+                  ) -> tuple[float, float, tuple[int, ...] | None]:
+    """``(cycles, pJ, tiles)`` of one instance of the group fused on `hw` (inf if no tiling
+    with the n tile spanning N fits or the hardware has no simulator-style array)."""
+    if hw.template != "gemmini" or hw.pe_rows != hw.pe_cols:
+        return np.inf, np.inf, None
+    tiles = _planned(group.dims, IsaParams.from_hardware(hw))
+    if tiles is None:
+        return np.inf, np.inf, None
+    cost = chain_cost(group.dims, tiles, hw, load_latency=aware)
+    return float(cost.cycles), float(cost.energy_pj), tuple(int(t) for t in tiles)
+
+
+@dataclasses.dataclass(frozen=True)
+class FusionPlan:
+    """The groups a search may fuse, over its unique layers and their counts."""
+
+    groups: tuple[ChainGroup, ...]
+    counts: tuple[int, ...]
+    aware: bool = True
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    forced: bool = False    # every group fused (a design judged as it was decided)
+
+    @classmethod
+    def of(cls, net: Network, aware: bool = True) -> FusionPlan:
+        groups, skipped = fusion_groups(net)
+        return cls(groups, tuple(int(c) for c in net.counts), aware, skipped)
+
+    def decide(self, cycles: np.ndarray, energy_pj: np.ndarray,
+               hws: Sequence[HardwareConfig]) -> np.ndarray:
+        """Which groups each design fuses ``[design, group]``: in order, a group is fused when
+        that lowers the network's EDP given the decisions before it."""
+        counts = np.asarray(self.counts, np.float64)
+        total_l = (cycles * counts).sum(-1)
+        total_e = (energy_pj * counts).sum(-1)
+        fused = np.zeros((len(hws), len(self.groups)), bool)
+        for g, group in enumerate(self.groups):
+            figures = np.array([chain_figures(group, hw, self.aware)[:2] for hw in hws])
+            pair = [group.first, group.second]
+            new_l = total_l - group.instances * (cycles[:, pair].sum(-1) - figures[:, 0])
+            new_e = total_e - group.instances * (energy_pj[:, pair].sum(-1) - figures[:, 1])
+            better = np.isfinite(new_l) & (new_l * new_e < total_l * total_e)
+            fused[:, g] = better
+            total_l = np.where(better, new_l, total_l)
+            total_e = np.where(better, new_e, total_e)
+        return fused
+
+    def fold(self, metrics: Any, hws: Sequence[HardwareConfig],
+             fused: np.ndarray | None = None) -> Any:
+        """`metrics` ``[design, layer]`` with each design's fused groups (``fused [design,
+        group]``, else `decide`) folded in (module docstring): ``Σ count x cycles`` and
+        ``Σ count x energy`` are the fused network's."""
+        if not self.groups:
+            return metrics
+        cycles = np.asarray(metrics.cycles, np.float64).copy()
+        energy_pj = np.asarray(metrics.energy_pj, np.float64).copy()
+        if fused is None:
+            fused = (np.ones((len(hws), len(self.groups)), bool) if self.forced
+                     else self.decide(cycles, energy_pj, hws))
+        counts = np.asarray(self.counts, np.float64)
+        for g, group in enumerate(self.groups):
+            rows = np.flatnonzero(fused[:, g])
+            if not len(rows):
+                continue
+            figures = np.array([chain_figures(group, hws[r], self.aware)[:2] for r in rows])
+            share = group.instances / counts[[group.first, group.second]]
+            for values, total in ((cycles, figures[:, 0]), (energy_pj, figures[:, 1])):
+                pair = values[rows][:, [group.first, group.second]]
+                part = pair / np.maximum(pair.sum(-1, keepdims=True), 1e-30)
+                values[rows[:, None], [group.first, group.second]] = (
+                    pair + share * (part * total[:, None] - pair))
+        return metrics._replace(cycles=cycles.astype(np.float32),
+                                energy_pj=energy_pj.astype(np.float32),
+                                edp=(cycles * energy_pj).astype(np.float32))
+
+    def describe(self, cycles: np.ndarray, energy_pj: np.ndarray, hw: HardwareConfig
+                 ) -> list[dict[str, Any]]:
+        """Per group, for one design's unfused per-layer figures: fused or not, with the
+        tiles and the fused chain's cycles and pJ (per instance)."""
+        fused = self.decide(cycles[None], energy_pj[None], [hw])[0]
+        out = []
+        for group, yes in zip(self.groups, fused):
+            c, e, tiles = chain_figures(group, hw, self.aware)
+            out.append({**group.to_dict(), "fused": bool(yes),
+                        "tiles": dict(zip(TILE_DIMS, tiles)) if tiles else None,
+                        "fused_cycles": c, "fused_energy_pj": e,
+                        "apart_cycles": float(cycles[[group.first, group.second]].sum()),
+                        "apart_energy_pj": float(energy_pj[[group.first, group.second]].sum())})
+        return out
+
+
+__all__ = ["FUSABLE_EPILOGUES", "ChainGroup", "FusionPlan", "chain_figures", "fused_chains",
+           "fusion_groups", "plan_chain_tiles"]

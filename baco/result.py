@@ -29,30 +29,39 @@ from workloads.layer import Layer
 
 @dataclasses.dataclass(frozen=True)
 class LayerResult:
-    """One unique layer's program and its exact score on the result's hardware."""
+    """One unique layer's program and its exact score on the result's hardware.
+
+    ``fused_with``: the layers this one runs fused with (a fused GEMM chain, `baco.fusion`);
+    its scores are then its share of the fused chain's.
+    """
 
     layer: Layer
     count: int
     mapping: Mapping
     latency_cycles: float
     energy_pj: float
+    fused_with: tuple[str, ...] = ()
 
     @property
     def edp(self) -> float:
         return self.latency_cycles * self.energy_pj
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer.to_dict(), "count": self.count,
-                "mapping": self.mapping.to_dict(),
-                "latency_cycles": self.latency_cycles, "energy_pj": self.energy_pj,
-                "edp": self.edp}
+        out = {"layer": self.layer.to_dict(), "count": self.count,
+               "mapping": self.mapping.to_dict(),
+               "latency_cycles": self.latency_cycles, "energy_pj": self.energy_pj,
+               "edp": self.edp}
+        if self.fused_with:
+            out["fused_with"] = list(self.fused_with)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LayerResult:
         return cls(layer=Layer.from_dict(data["layer"]), count=int(data["count"]),
                    mapping=Mapping.from_dict(data["mapping"]),
                    latency_cycles=float(data["latency_cycles"]),
-                   energy_pj=float(data["energy_pj"]))
+                   energy_pj=float(data["energy_pj"]),
+                   fused_with=tuple(str(x) for x in data.get("fused_with", ())))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -159,6 +159,7 @@ class Rounder:
         self.max_kb = {"sp_kb": max_sp_kb, "acc_kb": max_acc_kb}
         self.linear = nearest == "linear"
         self.area_budget_mm2 = None if area_budget_mm2 is None else float(area_budget_mm2)
+        self.fusion: Any = None   # a baco.fusion.FusionPlan: chains scored fused where better
         try:
             self.pe_axes = instructions.array_axes(self.template)   # for narrowing the array
         except ConfigError:
@@ -528,7 +529,15 @@ class Rounder:
 
     # ------------------------------------------------------------------ scoring
     def score(self, designs: Sequence[Design]) -> Metrics:
-        """Exact metrics ``[design, layer]`` (padded if instruction-aware), as numpy."""
+        """Exact metrics ``[design, layer]`` (padded if instruction-aware), as numpy; with a
+        `fusion` plan, each design's fused chains folded in (`baco.fusion.FusionPlan.fold`)."""
+        out = self.layer_score(designs)
+        if self.fusion is not None:
+            out = self.fusion.fold(out, [d.hw for d in designs])
+        return out
+
+    def layer_score(self, designs: Sequence[Design]) -> Metrics:
+        """`score` with every layer run on its own (no fusion)."""
         hwps = stack_hw([d.hw for d in designs])
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
                                       *[d.mapping_arrays() for d in designs])
@@ -598,7 +607,7 @@ class Score(NamedTuple):
 
 def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Design,
                  aware: bool, sram_step_kb: float = 1.0,
-                 area_budget_mm2: float | None = None) -> Score:
+                 area_budget_mm2: float | None = None, fusion: Any = None) -> Score:
     """The EDP every search's design is compared on, and the design it is scored as.
 
     Not aware: the plain analytic model of the design as it is. Aware: the design realized
@@ -608,6 +617,7 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     search is charged for a realization choice it never made. With `area_budget_mm2`, grown
     buffers must stay within it: the grown option is dropped when its area exceeds the budget
     and the design's own is within it (a design already over the budget is scored as it is).
+    ``fusion`` (a `baco.fusion.FusionPlan`): its chains scored fused (`Rounder.score`).
     """
     # A mapping may cover more than its layer (padded edge tiles, as gemmini.h's tilers run
     # them): it is scored on the layer it covers, so the padded work is counted.
@@ -643,6 +653,7 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     for r, d in options:
         if aware:
             r.check(d)
+        r.fusion = fusion
         edp, cycles, energy_pj = network_edp(r.score([d]), counts)
         scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d))
     return min(scores, key=lambda x: x.edp)

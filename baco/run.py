@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 
 from baco.config import ExperimentConfig
+from baco.fusion import fused_chains
 from baco.result import CodesignResult
 from baco.rounding import design_of
 from baco.yardsticks import YARDSTICKS, Yardsticks, yardsticks
@@ -81,9 +82,11 @@ def judge(result: CodesignResult, config: ExperimentConfig) -> Yardsticks:
     every method and within the run's area budget; simulated layers are cached, so a design
     judged twice is simulated once."""
     design = design_of(result.hardware, [r.mapping for r in result.layers])
-    return yardsticks([r.layer for r in result.layers], [r.count for r in result.layers],
-                      design, sram_step_kb=config.codesign.sram_step_kb,
-                      area_budget_mm2=config.codesign.area_budget_mm2)
+    layers = [r.layer for r in result.layers]
+    return yardsticks(layers, [r.count for r in result.layers], design,
+                      sram_step_kb=config.codesign.sram_step_kb,
+                      area_budget_mm2=config.codesign.area_budget_mm2,
+                      fused=fused_chains(result.extra, layers))
 
 
 def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:

@@ -5,7 +5,9 @@ Each unique layer is lowered with its mapping on the result's hardware (`accel.l
 compared with numpy's (`accel.lower.check.expected_output`). The report gives, per layer, the
 trace's size, the simulated cycles beside the model's latency, and whether the output matched.
 Epilogue ops the accelerator cannot fuse (a softmax, a division, a second add) run on the host
-after the output is stored: they are listed per layer and not simulated. A layer whose program
+after the output is stored: they are listed per layer and not simulated. A result that fuses
+GEMM chains (``codesign.fusion``) also runs each fused chain as one trace and checks its
+output (`simulate_chains`), listed after the layers. A layer whose program
 cannot be lowered or run is reported with the reason, never skipped.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from baco.fusion import fused_chains
 from baco.result import CodesignResult
 from workloads.errors import BacoError, ConfigError
 
@@ -99,6 +102,53 @@ def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0
         out.append(rec)
         if progress is not None:
             progress(n + 1, len(picked), rec)
+    if layers is None:
+        chains = simulate_chains(result, check=check, seed=seed)
+        groups = fused_chains(result.extra, [r.layer for r in result.layers])
+        for group in groups:     # the fused instances run in the chain, not alone
+            for i in (group.first, group.second):
+                out[i] = dataclasses.replace(out[i], count=out[i].count - group.instances)
+        out.extend(chains)
+    return out
+
+
+def simulate_chains(result: CodesignResult, *, check: bool = True, seed: int = 0
+                    ) -> list[LayerSimulation]:
+    """Each fused chain of the result (`baco.fusion.fused_chains`) lowered to one trace with
+    the tiles the search planned, run, and checked against numpy; indexed after the layers,
+    its count the chain's instances."""
+    from accel.lower import lower_gemm_chain
+    from accel.lower.check import check_scales, expected_chain_output, random_chain_inputs
+    from accel.sim import run
+    from baco.fusion import plan_chain_tiles
+
+    hw = result.hardware
+    out = []
+    records = [e for e in result.extra.get("fusion", {}).get("chains", []) if e.get("fused")]
+    groups = fused_chains(result.extra, [r.layer for r in result.layers])
+    for g, (group, record) in enumerate(zip(groups, records)):
+        first, second = group.layers
+        index = len(result.layers) + g
+        base = LayerSimulation(
+            index=index, name=" -> ".join(group.names),
+            config=f"{first.config_str()} -> {second.config_str()}",
+            macs=first.macs + second.macs, count=group.instances,
+            model_cycles=float(record.get("fused_cycles", 0.0)))
+        try:
+            low = lower_gemm_chain(first, second, hw, plan_chain_tiles(first, second, hw),
+                                   acc_scales=check_scales(first.C, second.C))
+            arrays, image, initialized = random_chain_inputs(low, np.random.default_rng(
+                [seed, index]))
+            res = run(low.trace, hw, image, initialized=initialized)
+            rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles)
+            if check:
+                got = low.layout.read(res.dram, "E")
+                want = expected_chain_output(low, arrays)
+                rec = dataclasses.replace(rec, checked=True, outputs=int(want.size),
+                                          mismatches=int(np.sum(got != want)))
+        except BacoError as exc:
+            rec = dataclasses.replace(base, error=" ".join(str(exc).split()))
+        out.append(rec)
     return out
 
 
@@ -107,7 +157,7 @@ def disagreement(records: Sequence[LayerSimulation]) -> dict[str, float | None]:
     the simulator, over the layers that ran: the network's latency both ways (each unique
     layer times its count) and the mean absolute percentage error over unique layers,
     ``|model - sim| / sim`` (None when no layer ran)."""
-    ran = [r for r in records if r.error is None and r.sim_cycles > 0]
+    ran = [r for r in records if r.error is None and r.sim_cycles > 0 and r.count > 0]
     if not ran:
         return {"sim_latency_cycles": None, "model_latency_cycles": None,
                 "model_vs_sim_mape": None}
@@ -187,4 +237,5 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
               f"(model/sim {ratio:.2f}); per-layer MAPE {100 * gap['model_vs_sim_mape']:.1f}%")
 
 
-__all__ = ["LayerSimulation", "load_result", "main_simulate", "report", "simulate_result"]
+__all__ = ["LayerSimulation", "load_result", "main_simulate", "report", "simulate_chains",
+           "simulate_result"]

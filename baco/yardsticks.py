@@ -621,6 +621,34 @@ def simulate_chain(lowered: Any, *, timing_table: TimingTable | None = None
                             host_ops=())
 
 
+def _with_chains(stick: Yardstick, per_layer: tuple[SimulatedLayer, ...], fused: Sequence[Any],
+                 hw: HardwareConfig, timing_table: TimingTable | None
+                 ) -> tuple[Yardstick, tuple[SimulatedLayer, ...]]:
+    """The simulated yardstick with each fused group's instances run as one chain trace."""
+    from accel.lower import lower_gemm_chain
+    from baco.fusion import plan_chain_tiles
+
+    layers = list(per_layer)
+    chains = []
+    for group in fused:
+        first, second = group.layers
+        try:
+            low = lower_gemm_chain(first, second, hw, plan_chain_tiles(first, second, hw))
+        except BacoError as exc:
+            raise type(exc)(f"simulated yardstick: fused chain {' -> '.join(group.names)}: "
+                            f"{exc}") from None
+        chain = simulate_chain(low, timing_table=timing_table)
+        chains.append(dataclasses.replace(chain, index=len(per_layer) + len(chains),
+                                          count=float(group.instances)))
+        for b in (group.first, group.second):
+            layers[b] = dataclasses.replace(layers[b], count=layers[b].count - group.instances)
+    out = tuple(layers + chains)
+    latency = math.fsum(x.count * x.cycles for x in out)
+    energy_pj = math.fsum(x.count * x.energy_pj for x in out)
+    return dataclasses.replace(stick, edp=latency * energy_pj, latency_cycles=latency,
+                               energy_pj=energy_pj), out
+
+
 # --------------------------------------------------------------------------- all three
 def _aware_unsupported(hw: HardwareConfig) -> str | None:
     try:
@@ -635,7 +663,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
                cache: SimCache | None = None,
                timing_table: TimingTable | None = None, batch: int | None = None,
                progress: Callable[[int, int, str], None] | None = None,
-               max_instructions: int | None = MAX_INSTRUCTIONS) -> Yardsticks:
+               max_instructions: int | None = MAX_INSTRUCTIONS,
+               fused: Sequence[Any] = ()) -> Yardsticks:
     """The design's ``plain``, ``instruction_aware`` and ``simulated`` yardsticks and the area
     of its hardware (`Yardsticks`; ``.to_dict()`` for JSON).
 
@@ -647,16 +676,30 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     template does not support (instruction awareness needs DIM x DIM array axes, the simulator
     the Gemmini template and a square array) is None, with the reason in ``unavailable``; so
     is ``simulated`` when a layer's program passes `max_instructions` (`MAX_INSTRUCTIONS`).
+
+    ``fused``: the design's fused GEMM chains (`baco.fusion.ChainGroup`, as a result records
+    them). Each yardstick then runs their instances as one chain: the plain and
+    instruction-aware ones by the chain's model (`perfmodels.fusion.chain_cost`, the per-load
+    latency off and on), the simulated one by lowering the chain to one trace on the design's
+    hardware (`simulate_chain`, tiles by `baco.fusion.plan_chain_tiles`); the simulated layers
+    then list each chain after the layers, the layers' counts less its instances.
     """
+    from baco.fusion import FusionPlan
+
     unavailable: dict[str, str] = {}
-    plain_score = common_score(layers, counts, design, False, sram_step_kb)
+    counts = [float(c) for c in counts]
+    plans = {aware: FusionPlan(tuple(fused), tuple(counts), aware=aware, forced=True)
+             if fused else None for aware in (False, True)}
+    plain_score = common_score(layers, counts, design, False, sram_step_kb,
+                               fusion=plans[False])
     plain = Yardstick(edp=plain_score.edp, latency_cycles=plain_score.latency_cycles,
                       energy_pj=plain_score.energy_pj, hardware=design.hw,
                       area_mm2=hardware_area_mm2(design.hw))
     aware = None
     why = _aware_unsupported(design.hw)
     if why is None:
-        s = common_score(layers, counts, design, True, sram_step_kb, area_budget_mm2)
+        s = common_score(layers, counts, design, True, sram_step_kb, area_budget_mm2,
+                         fusion=plans[True])
         aware = Yardstick(edp=s.edp, latency_cycles=s.latency_cycles, energy_pj=s.energy_pj,
                           hardware=s.design.hw, area_mm2=hardware_area_mm2(s.design.hw),
                           grown=s.design.hw != design.hw)
@@ -670,6 +713,9 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
                 layers, counts, design, sram_step_kb=sram_step_kb, cache=cache,
                 timing_table=timing_table, batch=batch, progress=progress,
                 max_instructions=max_instructions)
+            if fused:
+                simulated, per_layer = _with_chains(simulated, per_layer, fused, design.hw,
+                                                    timing_table)
         except ProgramTooLongError as exc:
             unavailable["simulated"] = str(exc)
     else:

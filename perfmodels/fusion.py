@@ -52,11 +52,13 @@ from workloads.errors import ConfigError, InfeasibleError, WorkloadError
 from workloads.layer import Layer
 from workloads.network import Network
 
-__all__ = ["VALID_ORDERS", "ChainDims", "ClosedForm", "Tiling", "Unfused", "ceil_trips",
-           "chain_data_volume", "closed_form_optimum", "order_array", "relaxed_trips",
-           "search_chain_tiles", "tile_candidates", "unfused_data_volume"]
+__all__ = ["VALID_ORDERS", "ChainCost", "ChainDims", "ClosedForm", "Tiling", "Unfused",
+           "ceil_trips", "chain_cost", "chain_data_volume", "chain_words", "closed_form_optimum",
+           "order_array", "relaxed_trips", "search_chain_tiles", "tile_candidates",
+           "unfused_data_volume"]
 
 LOOPS = "mkln"  # loop ids index (M, K, L, N), Chimera's names
+WEIGHTS = ("B", "D")  # the operands a `Layer` GEMM's batch shares
 VALID_ORDERS = ("mlkn", "lmkn", "mlnk", "lmnk")
 
 
@@ -125,7 +127,8 @@ def order_array(order: str) -> np.ndarray:
 
 def chain_data_volume(dims: Any, tiles: Any, order: Any,
                       trips: Callable[[Any, Any], Any] = ceil_trips,
-                      full_tile_reuse: bool = True) -> tuple[Any, Any]:
+                      full_tile_reuse: bool = True,
+                      shared_weights: bool = False) -> tuple[Any, Any]:
     """Fused chain's (DV, MU) in words: Algorithm 1 for ``order`` (module docstring).
 
     Args:
@@ -135,16 +138,28 @@ def chain_data_volume(dims: Any, tiles: Any, order: Any,
         `order_array`); an invalid order gives DV = inf.
       trips: `ceil_trips` (exact) or `relaxed_trips`.
       full_tile_reuse: keep a tile whose indices do not change on chip (see module docstring).
+      shared_weights: every batch multiplies the same B and D (a `Layer` GEMM's batch, not a
+        BMM's): a weight tile that is never re-fetched inside the batch stays on chip across
+        it too, so it is read once, not once per batch.
 
     Broadcasts over leading axes of ``tiles`` and ``order``; jit-able and vmappable.
     """
+    dv, mu, _ = chain_words(dims, tiles, order, trips, full_tile_reuse, shared_weights)
+    return dv, mu
+
+
+def chain_words(dims: Any, tiles: Any, order: Any,
+                trips: Callable[[Any, Any], Any] = ceil_trips, full_tile_reuse: bool = True,
+                shared_weights: bool = False) -> tuple[Any, Any, dict[str, Any]]:
+    """`chain_data_volume`'s (DV, MU) and the DRAM words of each moved tensor (A, B, D, E)."""
     if isinstance(order, str):
         order = order_array(order)
-    return _volume(_CHAIN, dims, tiles, order, trips, full_tile_reuse)
+    return _volume(_CHAIN, dims, tiles, order, trips, full_tile_reuse, shared_weights)
 
 
 def _volume(ops: tuple[_Op, ...], dims: Any, tiles: Any, order: Any,
-            trips: Callable[[Any, Any], Any], reuse: bool) -> tuple[Any, Any]:
+            trips: Callable[[Any, Any], Any], reuse: bool, shared_weights: bool = False
+            ) -> tuple[Any, Any, dict[str, Any]]:
     """Algorithm 1 over ``ops`` (one GEMM alone, or the fused chain) with the order rule."""
     dims = jnp.asarray(dims, jnp.float32)
     batch, sizes = dims[..., 0], dims[..., 1:]
@@ -155,9 +170,10 @@ def _volume(ops: tuple[_Op, ...], dims: Any, tiles: Any, order: Any,
     several = jnp.clip(n_trips - 1.0, 0.0, 1.0)  # 1 where a loop has more than one trip
     owners = {c: sum(c in op.loops for op in ops) for c in LOOPS}
     dv: Any = 0.0
+    per_tensor: dict[str, Any] = {}
     footprint: list[Any] = [0.0] * len(ops)
     for x, op in enumerate(ops):
-        for _, index, moved in op.tensors:
+        for name, index, moved in op.tensors:
             ids = [LOOPS.index(c) for c in index]
             tile_words = math.prod(tile[..., i] for i in ids)
             footprint[x] = footprint[x] + tile_words
@@ -175,6 +191,13 @@ def _volume(ops: tuple[_Op, ...], dims: Any, tiles: Any, order: Any,
                 words = words * (1.0 + refetch * (n_trips[..., j] - 1.0))
                 if reuse and owners[c] > 1:  # kept across a shared loop: lives through both ops
                     held = jnp.maximum(held, (1.0 - refetch) * several[..., j])
+            if shared_weights and name in WEIGHTS:
+                # The batch loop is one more loop outside all others: the tile is re-fetched
+                # per batch unless it is the whole tensor (every indexing loop one trip).
+                again = (functools.reduce(jnp.maximum, [several[..., i] for i in ids])
+                         if reuse else 1.0)
+                words = words * (1.0 + again * (batch - 1.0)) / batch
+            per_tensor[name] = batch * words
             dv = dv + words
             for y in range(len(ops)):
                 if y != x:
@@ -186,7 +209,7 @@ def _volume(ops: tuple[_Op, ...], dims: Any, tiles: Any, order: Any,
         valid = (functools.reduce(jnp.maximum, [rank[..., i] for i in shared])
                  < functools.reduce(jnp.minimum, [rank[..., i] for i in private]))
         dv = jnp.where(valid, dv, jnp.inf)
-    return batch * dv, mu
+    return batch * dv, mu, per_tensor
 
 
 class ClosedForm(NamedTuple):
@@ -299,7 +322,7 @@ def _best(ops: tuple[_Op, ...], reuse: bool, dims: Any, order_ids: Any, cands: l
 
     def one(t_m: Any) -> tuple[Any, Any, Any]:
         tiles = jnp.concatenate([jnp.full((grid.shape[0], 1), t_m), grid], axis=1)
-        dv, mu = _volume(ops, dims, tiles[None], order_ids[:, None], ceil_trips, reuse)
+        dv, mu, _ = _volume(ops, dims, tiles[None], order_ids[:, None], ceil_trips, reuse)
         mu = jnp.broadcast_to(mu, dv.shape).ravel()
         dv = jnp.where(mu <= capacity, dv.ravel(), jnp.inf)
         i = _lexmin(dv, mu)
@@ -308,3 +331,104 @@ def _best(ops: tuple[_Op, ...], reuse: bool, dims: Any, order_ids: Any, cands: l
     dvs, mus, idx = jax.lax.map(one, cands[0])
     j = _lexmin(dvs, mus)
     return dvs[j], mus[j], j, idx[j]
+
+
+# --------------------------------------------------------------------------- latency, energy
+CHAIN_STEP_CYCLES = 16
+"""Per C tile, on top of the array's skew (``2 * DIM``): the cycles from a C tile's last input
+row to GEMM2's first, which the chain runs in series (the simulator's constants, accel/sim/
+timing.py: results land ``spad_read_cycles`` 4 + ``acc_write_cycles`` 2 after the skewed array
+drains, then ``mvout_spad`` pays ``mvout_read_cycles`` 10 before its first row is written)."""
+
+
+class ChainCost(NamedTuple):
+    """A fused chain's figures on a hardware, per tiling: cycles and pJ of the whole chain
+    (every batch), the DRAM words it moves, and the scratchpad / accumulator rows it holds."""
+
+    cycles: Any
+    energy_pj: Any
+    dram_words: Any
+    sp_rows: Any
+    acc_rows: Any
+
+
+def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
+               shared_weights: bool = True) -> ChainCost:
+    """The fused chain as `accel.lower.chain.lower_gemm_chain` runs it (order mlkn, E resident
+    for all of N) on `hw`, for tiles ``(..., 4)`` in DIM multiples (T_N ignored: N whole).
+
+    The same model as a layer's (`perfmodels.latency`, `perfmodels.energy`), over the
+    trace's own counts:
+
+    * the array feeds ``M`` rows per DIM x DIM block of B (``ceil(K/DIM) ceil(L/DIM)``) and
+      of D (``ceil(L/DIM) ceil(N/DIM)``), a preload per block and m tile; each C tile then
+      drains (``2 DIM + CHAIN_STEP_CYCLES``) and moves its ``T_M ceil(T_L/DIM)`` rows to the
+      scratchpad one a cycle before GEMM2 reads it: all of that is the ``use`` side;
+    * DRAM moves `chain_words` (A, B, D read, E written; int8, a word a byte) at the DRAM
+      level's bandwidth, in ``T_M``-row tiles of A and B per k tile and of D per l tile;
+    * the two meet in ALCOP's load-and-use loop (`perfmodels.latency.pipeline_cycles`, two
+      stages), with the DRAM level's per-load latency when ``load_latency`` (off: Timeloop's
+      roofline, ``max(use, transfer)``);
+    * energy counts words per level as `baco.yardsticks.trace_accesses` counts a trace's
+      (whole DIM-wide rows on chip, padding included) and prices them with
+      `perfmodels.energy.energy`: so the simulator's and the model's energy agree where the
+      counts do (tests/perfmodels/test_fusion.py).
+    """
+    from accel.arch import level_arrays
+    from accel.lower.chain import footprint
+    from perfmodels.accesses import Accesses, I, O, W
+    from perfmodels.energy import energy
+    from perfmodels.latency import pipeline_cycles
+
+    template = hw.template_spec
+    d = float(hw.pe_rows)
+    b, m, k, l_, n = (float(x) for x in dims)
+    tiles = np.asarray(tiles, np.float64)
+    tm, tk, tl = (np.minimum(tiles[..., i], -(-x // d) * d) for i, x in enumerate((m, k, l_)))
+    trips_m, trips_k, trips_l = np.ceil(m / tm), np.ceil(k / tk), np.ceil(l_ / tl)
+    kb, lb, nb = np.ceil(k / d), np.ceil(l_ / d), np.ceil(n / d)
+    rows1, rows2 = b * m * kb * lb, b * m * lb * nb
+    preloads = b * trips_m * (kb * lb + lb * nb)
+    moved_rows = b * m * lb
+    c_tiles = b * trips_m * trips_l
+    _, _, words = chain_words((b, m, k, l_, n), np.stack([tm, tk, tl, np.full_like(tm, n)], -1),
+                              "mlkn", shared_weights=shared_weights)
+    words = {name: np.asarray(v, np.float64) for name, v in words.items()}
+    dram = sum(words.values())
+    lv = level_arrays(template, hw.to_params(), np)
+    top = template.num_levels - 1
+    use = rows1 + rows2
+    if load_latency:
+        use = use + moved_rows + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
+    loads = c_tiles * (trips_k + 1.0)
+    cycles = np.asarray(pipeline_cycles(use, dram / float(lv.bandwidth_words[top]),
+                                        float(lv.latency_cycles[top]), loads, 2.0,
+                                        load_latency), np.float64)
+    # Words per level [level, tensor] (registers, accumulator, scratchpad, DRAM).
+    shape = np.shape(tm)
+    reads, updates, fills = (np.zeros(shape + (template.num_levels, 3)) for _ in range(3))
+    reg, acc, sp = 0, 1, 2
+    reads[..., top, W] = words["B"] + words["D"]
+    reads[..., top, I] = words["A"]
+    updates[..., top, O] = words["E"]
+    fills[..., sp, W] = words["B"] * lb * d / l_ + words["D"] * nb * d / n
+    fills[..., sp, I] = words["A"] * kb * d / k + moved_rows * d
+    reads[..., sp, I] = (rows1 + rows2) * d
+    reads[..., sp, W] = preloads * d * d
+    updates[..., acc, O] = (rows1 + rows2) * d
+    reads[..., acc, O] = (rows1 * (kb - 1) / kb + rows2 * (lb - 1) / lb + moved_rows
+                          + b * m * nb) * d
+    array_macs = (rows1 + rows2) * d * d
+    fills[..., reg, W] = preloads * d * d
+    reads[..., reg, W] = array_macs
+    counts = Accesses(macs=array_macs.reshape(-1), tile_words=None,
+                      fills=fills.reshape(-1, *fills.shape[-2:]),
+                      reads=reads.reshape(-1, *reads.shape[-2:]),
+                      updates=updates.reshape(-1, *updates.shape[-2:]), log_refills=None)
+    pj = jax.vmap(lambda a: energy(template, a, lv).energy_pj,
+                  in_axes=(Accesses(0, None, 0, 0, 0, None),))(counts)
+    sp_rows, acc_rows = footprint({"m": tm, "k": tk, "l": tl, "n": np.full_like(tm, n)},
+                                  int(n), "mlkn", int(d))
+    return ChainCost(cycles=cycles, energy_pj=np.asarray(pj, np.float64).reshape(shape),
+                     dram_words=dram, sp_rows=sum(sp_rows.values()),
+                     acc_rows=sum(acc_rows.values()))

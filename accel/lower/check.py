@@ -8,10 +8,12 @@ reference (`accel.lower.reference`), which shares the im2col layout with the tra
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from accel.lower.chain import LoweredChain
 from accel.lower.core import Lowered
 from accel.lower.layout import reference as lowering_reference
 
@@ -68,4 +70,37 @@ def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
                               full_output=epi.full_output)
 
 
-__all__ = ["expected_output", "pack_inputs", "random_arrays", "random_inputs"]
+def check_scales(first_k: int, second_k: int) -> tuple[float, float]:
+    """Accumulator scales that keep random int8 products in int8 range (about 85 of 128 for
+    one standard deviation), so a check compares values, not saturated ones."""
+    return tuple(1.0 / (64.0 * math.sqrt(max(1, k))) for k in (first_k, second_k))
+
+
+def random_chain_inputs(low: LoweredChain, rng: np.random.Generator
+                        ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """``(arrays, image, initialized)`` for a fused chain: int8 A, B and D; E unwritten."""
+    lay = low.layout
+    arrays = {name: rng.integers(-128, 128, lay[name].shape).astype(np.int8)
+              for name in ("A", "B", "D")}
+    image = lay.pack(arrays)
+    initialized = np.ones(image.size, bool)
+    e = lay["E"]
+    initialized[e.offset_bytes:e.offset_bytes + e.nbytes] = False
+    return arrays, image, initialized
+
+
+def expected_chain_output(low: LoweredChain, arrays: dict[str, Any]) -> np.ndarray:
+    """E = requant(requant(A @ B) @ D) per batch, as the fused trace must leave it."""
+    from accel.sim.reference import gemm_acc, requantize
+
+    a, b, d = arrays["A"], arrays["B"], arrays["D"]
+    batch = a.shape[0]
+    b = b if b.ndim == 3 else np.broadcast_to(b, (batch, *b.shape))
+    d = d if d.ndim == 3 else np.broadcast_to(d, (batch, *d.shape))
+    (s1, s2), (r1, r2) = low.acc_scales, low.relu
+    return np.stack([requantize(gemm_acc(requantize(gemm_acc(a[i], b[i]), s1, r1), d[i]), s2, r2)
+                     for i in range(batch)])
+
+
+__all__ = ["check_scales", "expected_chain_output", "expected_output", "pack_inputs",
+           "random_arrays", "random_chain_inputs", "random_inputs"]

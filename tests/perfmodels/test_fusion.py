@@ -108,7 +108,7 @@ def test_formula_matches_tile_walk():
         for ops in fusion._ALONE:  # one GEMM alone: every order of its loops is valid
             for perm in itertools.permutations(ops[0].loops):
                 order = "".join(perm) + "".join(c for c in "mkln" if c not in perm)
-                dv, _ = fusion._volume(ops, dims, tiles, [*map("mkln".index, order)],
+                dv, _, _ = fusion._volume(ops, dims, tiles, [*map("mkln".index, order)],
                                        ceil_trips, True)
                 assert float(dv) == _simulate(ops, dims, tiles, order)
 
@@ -205,17 +205,18 @@ def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
     hw = HardwareConfig(pe_rows=dim, pe_cols=dim, sp_kb=16, acc_kb=16, name="d4")
     rng = np.random.default_rng(7)
     lows, want = [], []
-    for _ in range(12):
-        batch = int(rng.integers(1, 3))
+    for i in range(16):
+        batch = int(rng.integers(1, 4))
         m, k, l_, n = (int(x) for x in rng.integers(1, 20, 4))
         tiles = {d: int(rng.integers(1, 4)) * dim for d in "mkl"}
         tiles["n"] = -(-n // dim) * dim
+        shared = i % 2 == 1     # a Layer GEMM's batch shares B and D; a BMM's does not
         low = lower_gemm_chain(Layer.gemm(M=m, K_red=k, N_out=l_, batch=batch),
                                Layer.gemm(M=m, K_red=l_, N_out=n, batch=batch), hw, tiles,
-                               "mlkn", batched_weights=True)
+                               "mlkn", batched_weights=not shared)
         t = low.tiles
         dv, _ = chain_data_volume(ChainDims(batch, m, k, l_, n), (t["m"], t["k"], t["l"], n),
-                                  "mlkn")
+                                  "mlkn", shared_weights=shared)
         lows.append(low)
         want.append(float(dv))
     results = run_batch([low.trace for low in lows], hw, functional=False)
@@ -226,3 +227,40 @@ def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
         dram_bytes = int(moved[(op == Op.MVIN) | (op == Op.MVOUT)].sum())
         assert dram_bytes == sum(low.dram_read_bytes.values()) + low.dram_write_bytes["E"]
         assert dram_bytes == dv, (low.first, low.second, low.tiles)
+
+
+def test_chain_cost_meets_the_simulated_fused_trace():
+    """`chain_cost` on the fused trace's own tiles: DRAM words equal the bytes it moves, energy
+    (counted per level as the simulated yardstick counts a trace) within 3%, cycles within
+    [0.5, 1.1] of the simulator's and ranked alike."""
+    import dataclasses
+
+    from accel.arch import HardwareConfig
+    from accel.lower import lower_gemm_chain
+    from baco.fusion import plan_chain_tiles
+    from baco.yardsticks import simulate_chain
+    from perfmodels.fusion import chain_cost
+    from workloads.layer import Layer
+
+    base = HardwareConfig.preset("gemmini_default")
+    hws = [dataclasses.replace(base, pe_rows=8, pe_cols=8, sp_kb=32, acc_kb=8),
+           dataclasses.replace(base, sp_kb=64, acc_kb=32)]
+    rng = np.random.default_rng(3)
+    model, sim = [], []
+    for hw in hws:
+        for _ in range(6):
+            b = int(rng.integers(1, 4))
+            m, k, l_, n = (int(rng.choice(v)) for v in (
+                (24, 40, 64, 100), (16, 32, 72), (32, 48, 100), (16, 40, 64)))
+            first = Layer.gemm(M=m, K_red=k, N_out=l_, batch=b)
+            second = Layer.gemm(M=m, K_red=l_, N_out=n, batch=b)
+            tiles = plan_chain_tiles(first, second, hw)
+            got = simulate_chain(lower_gemm_chain(first, second, hw, tiles))
+            cost = chain_cost((b, m, k, l_, n), [tiles[d] for d in "mkln"], hw)
+            assert float(cost.dram_words) == got.dram_read_bytes + got.dram_write_bytes
+            assert float(cost.energy_pj) == pytest.approx(got.energy_pj, rel=0.03)
+            assert 0.5 <= float(cost.cycles) / got.cycles <= 1.1, (hw.pe_rows, b, m, k, l_, n)
+            model.append(float(cost.cycles))
+            sim.append(got.cycles)
+    rank = np.argsort(np.argsort(model)), np.argsort(np.argsort(sim))
+    assert np.corrcoef(*rank)[0, 1] > 0.9

@@ -1,0 +1,95 @@
+"""Fused against unfused co-design over Chimera's BMM chains G1-G12, at the same budget.
+
+For each chain, `baco.codesign` runs twice with the same seed and sample budget: without
+fusion (each GEMM alone, C through DRAM) and with ``codesign.fusion: true`` (the search
+scores the chain fused wherever that lowers a design's EDP, `baco.fusion`), each co-designing
+its own hardware. Both designs are judged by `baco.run.judge`'s code (`baco.yardsticks`): the
+simulated yardstick runs a fused chain as one trace. Prints per chain the simulated EDP and
+DRAM bytes of both, the gains on the three yardsticks, and their geomeans (``--json``: JSON).
+
+    .venv/bin/python experiments/bench/fusion_codesign.py [--budget 1000] [--seed 0] \\
+        [--chains G1 G2 ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+from baco.codesign import codesign  # noqa: E402
+from baco.config import CodesignConfig  # noqa: E402
+from baco.fusion import fused_chains  # noqa: E402
+from baco.rounding import design_of  # noqa: E402
+from baco.yardsticks import YARDSTICKS, yardsticks  # noqa: E402
+from workloads.suites import suite  # noqa: E402
+
+
+def _judged(result, config):
+    layers = [r.layer for r in result.layers]
+    design = design_of(result.hardware, [r.mapping for r in result.layers])
+    return yardsticks(layers, [r.count for r in result.layers], design,
+                      sram_step_kb=config.sram_step_kb,
+                      fused=fused_chains(result.extra, layers))
+
+
+def _geomean(values):
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--suite", default="bmm_chain")
+    parser.add_argument("--chains", nargs="+", default=None, help="chain names (default all)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = []
+    for net in suite(args.suite):
+        if args.chains and net.name not in args.chains:
+            continue
+        row = {"chain": net.name}
+        for fusion in (False, True):
+            config = CodesignConfig(budget_samples=args.budget, seed=args.seed, fusion=fusion)
+            start = time.perf_counter()
+            found = codesign(net, config=config, progress=False)
+            judged = _judged(found, config)
+            key = "fused" if fusion else "apart"
+            sim = judged.simulated
+            row[key] = {
+                "seconds": time.perf_counter() - start,
+                "hardware": found.hardware.name or found.hardware.to_dict(),
+                "fused": [c["fused"] for c in found.extra.get("fusion", {}).get("chains", [])],
+                **{f"{name}_edp": judged[name].edp if judged[name] else None
+                   for name in YARDSTICKS},
+                "dram_bytes": sum(x.count * (x.dram_read_bytes + x.dram_write_bytes)
+                                  for x in judged.layers) if sim else None}
+        row["gain"] = {name: row["apart"][f"{name}_edp"] / row["fused"][f"{name}_edp"]
+                       for name in YARDSTICKS if row["fused"][f"{name}_edp"]}
+        rows.append(row)
+        if not args.json:
+            print(f"{net.name:4} simulated EDP {row['apart']['simulated_edp']:.4g} -> "
+                  f"{row['fused']['simulated_edp']:.4g}  DRAM bytes "
+                  f"{row['apart']['dram_bytes']:.4g} -> {row['fused']['dram_bytes']:.4g}  "
+                  f"gain sim {row['gain']['simulated']:.2f}x aware "
+                  f"{row['gain']['instruction_aware']:.2f}x plain {row['gain']['plain']:.2f}x"
+                  f"  fused {row['fused']['fused']}", flush=True)
+    out = {"suite": args.suite, "budget": args.budget, "seed": args.seed, "rows": rows,
+           "geomean_gain": {name: _geomean([r["gain"][name] for r in rows])
+                            for name in YARDSTICKS if all(name in r["gain"] for r in rows)}}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print("geomean gain (unfused EDP / fused EDP): " + ", ".join(
+            f"{k} {v:.2f}x" for k, v in out["geomean_gain"].items()))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Fusion in the co-design (`codesign.fusion`, `baco.fusion`): which chains may fuse, how a
+fused chain enters each design's score, and the result a fused search leaves: recorded,
+judged by the same yardsticks, and run bit-exactly by `baco simulate`."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from accel.arch import HardwareConfig
+from baco.codesign import codesign
+from baco.config import CodesignConfig
+from baco.fusion import FusionPlan, chain_figures, fused_chains, fusion_groups
+from baco.result import CodesignResult
+from baco.rounding import Rounder, design_of, network_edp
+from baco.search.gemmini_tiler import gemmini_mapping
+from baco.simulate import report, simulate_result
+from baco.yardsticks import yardsticks
+from workloads.errors import ConfigError
+from workloads.layer import Layer
+from workloads.network import Network
+from workloads.fusion import Chain
+from workloads.suites import suite
+from workloads.zoo import load
+
+HW = HardwareConfig.preset("gemmini_default")
+
+
+def _g(name: str) -> Network:
+    return next(n for n in suite("bmm_chain") if n.name == name)
+
+
+def test_groups_take_lowerable_gemm_chains_and_count_the_rest_by_reason():
+    groups, skipped = fusion_groups(_g("G10"))
+    assert [(g.first, g.second, g.instances) for g in groups] == [(0, 1, 1)] and not skipped
+    groups, skipped = fusion_groups(load("bert"))
+    assert groups == () and sum(skipped.values()) == 24     # softmax and GELU between
+    # Two chain instances over the same unique layers are one group; a chain reusing a layer
+    # of an earlier one is left apart.
+    a = Layer.gemm(M=32, K_red=16, N_out=48, name="a")
+    b = Layer.gemm(M=32, K_red=48, N_out=32, name="b")
+    c = Layer.gemm(M=32, K_red=32, N_out=16, name="c")
+    net = Network.from_layers("twice", [a, b, a, b, c], chains=[
+        Chain("gemm_chain", (0, 1), ("a", "b")), Chain("gemm_chain", (2, 3), ("a", "b")),
+        Chain("gemm_chain", (3, 4), ("b", "c"))])
+    groups, skipped = fusion_groups(net)
+    assert [(g.first, g.second, g.instances) for g in groups] == [(0, 1, 2)]
+    assert skipped == {"shares a layer with an earlier fused chain": 1}
+
+
+def _scores(net: Network, hws: list[HardwareConfig]):
+    rounder = Rounder(HW, list(net.layers), hw_mode="fixed")
+    designs = [design_of(hw, [gemmini_mapping(x, hw)[0] for x in net.layers]) for hw in hws]
+    return rounder, designs, rounder.layer_score(designs)
+
+
+def test_fold_charges_the_fused_chain_exactly_where_it_lowers_the_edp():
+    net = _g("G10")
+    small = dataclasses.replace(HW, acc_kb=4.0)        # no n-spanning tiling fits: apart
+    rounder, designs, alone = _scores(net, [HW, small])
+    plan = FusionPlan.of(net)
+    (group,) = plan.groups
+    folded = plan.fold(alone, [HW, small])
+    counts = np.asarray(net.counts, np.float64)
+    fused_cycles, fused_pj, tiles = chain_figures(group, HW)
+    assert tiles is not None and math.isinf(chain_figures(group, small)[0])
+    before = network_edp(alone, counts)
+    after = network_edp(folded, counts)
+    # On the default chip the chain fuses: the network is the chain alone.
+    np.testing.assert_allclose(after[1][0], fused_cycles, rtol=1e-5)
+    np.testing.assert_allclose(after[2][0], fused_pj, rtol=1e-5)
+    assert after[0][0] < before[0][0]
+    # Where it cannot fuse, nothing changes.
+    np.testing.assert_allclose(np.asarray(folded.cycles[1]), np.asarray(alone.cycles[1]))
+    # A chain that would not lower the EDP stays apart (the layers apart made 1000x cheaper).
+    assert plan.decide(np.asarray(alone.cycles, np.float64),
+                       np.asarray(alone.energy_pj, np.float64), [HW, small]).tolist() == [
+        [True], [False]]
+    assert plan.decide(np.asarray(alone.cycles, np.float64) * 1e-3,
+                       np.asarray(alone.energy_pj, np.float64) * 1e-3, [HW, small]).sum() == 0
+    # The rounder scores with the plan folded in.
+    rounder.fusion = plan
+    np.testing.assert_allclose(np.asarray(rounder.score(designs).cycles),
+                               np.asarray(folded.cycles))
+
+
+def test_a_fused_search_records_judges_and_simulates_its_chains():
+    net = _g("G10")
+    config = CodesignConfig(budget_samples=300, seed=0, fusion=True)
+    result = codesign(net, config=config)
+    assert [x.fused_with for x in result.layers] == [("G10/gemm2",), ("G10/gemm1",)]
+    (entry,) = result.extra["fusion"]["chains"]
+    assert entry["fused"] and entry["tiles"] and result.extra["fusion"]["left_apart"] == {}
+    loaded = CodesignResult.from_json(result.to_json())
+    assert loaded.layers == result.layers
+    layers = [x.layer for x in loaded.layers]
+    design = design_of(loaded.hardware, [x.mapping for x in loaded.layers])
+    fused = fused_chains(loaded.extra, layers)
+    judged = yardsticks(layers, [x.count for x in loaded.layers], design, fused=fused)
+    apart = yardsticks(layers, [x.count for x in loaded.layers], design)
+    # The search's score is the instruction-aware yardstick of what it decided.
+    assert judged.instruction_aware.edp == pytest.approx(result.edp, rel=1e-5)
+    # On the simulator the chain runs as one trace, with less DRAM traffic than apart.
+    assert [x.count for x in judged.layers] == [0.0, 0.0, 1.0]
+    moved = [x.dram_read_bytes + x.dram_write_bytes for x in judged.layers]
+    assert moved[2] < sum(x.dram_read_bytes + x.dram_write_bytes for x in apart.layers)
+    assert judged.simulated.edp < apart.simulated.edp
+    records = simulate_result(loaded, check=True)
+    assert [r.count for r in records] == [0, 0, 1] and records[2].checked
+    assert report(records, "r")["all_ok"] and records[2].outputs == 512 * 64
+
+
+def test_fusion_refuses_the_simulator_trained_predictor():
+    with pytest.raises(ConfigError, match="codesign.fusion"):
+        CodesignConfig(fusion=True, predictor="sim_hybrid")
