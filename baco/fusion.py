@@ -121,14 +121,22 @@ def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]
     return groups, dict(skipped)
 
 
-@functools.lru_cache(maxsize=256)
+def _tile_sizes(size: int, dim: int) -> list[int]:
+    """The smallest DIM-multiple tile of each trip count over `size`: traffic depends on a
+    tile only through its trip count and the buffers grow with it, so no other tile can do
+    better (about 2 sqrt(size / DIM) of them)."""
+    blocks = -(-size // dim)
+    return sorted({-(-blocks // q) * dim for q in range(1, blocks + 1)})
+
+
+@functools.lru_cache(maxsize=64)
 def _tile_table(dims: ChainDims, dim: int) -> dict[str, np.ndarray]:
-    """Every DIM-multiple (T_M, T_K, T_L) with the n tile spanning N: rows it holds and its
-    DRAM traffic (a `Layer` GEMM's batch shares the weights), least traffic first (ties: the
-    largest tiles)."""
+    """The candidate (T_M, T_K, T_L) (`_tile_sizes`) with the n tile spanning N: rows each
+    holds and its DRAM traffic (a `Layer` GEMM's batch shares the weights), least traffic
+    first (ties: the largest tiles)."""
     _, m, k, l_, n = dims
     span = {d: -(-x // dim) * dim for d, x in zip(TILE_DIMS, (m, k, l_, n))}
-    grid = np.array(list(itertools.product(*(range(dim, span[d] + 1, dim) for d in "mkl"))),
+    grid = np.array(list(itertools.product(*(_tile_sizes(x, dim) for x in (m, k, l_)))),
                     np.float64).reshape(-1, 3)
     tiles = {"m": grid[:, 0], "k": grid[:, 1], "l": grid[:, 2], "n": np.full(len(grid),
                                                                            span["n"])}
