@@ -965,11 +965,9 @@ class _Search:
                                                   self.best.hw)
             for entry in fusion:
                 if entry["fused"]:
-                    first, second = entry["layers"]
-                    fused_with.setdefault(first, []).append(self.layers[second].name
-                                                            or f"layer{second}")
-                    fused_with.setdefault(second, []).append(self.layers[first].name
-                                                             or f"layer{first}")
+                    (first, second), names = entry["layers"], entry["names"]
+                    fused_with.setdefault(first, []).append(names[1])
+                    fused_with.setdefault(second, []).append(names[0])
         layers = tuple(
             LayerResult(layer=layer, count=int(count), mapping=m,
                         latency_cycles=float(metrics.cycles[0, b]),

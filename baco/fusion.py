@@ -44,9 +44,28 @@ FUSABLE_EPILOGUES = ((), ("relu",))
 """What the fused lowering applies to each GEMM's result (on the requantizing move)."""
 
 
+def gemm_view(layer: Layer) -> Layer | None:
+    """The GEMM a layer runs as in a fused chain: a GEMM as it is, a 1x1 convolution (stride
+    1, no padding, dilation or groups) as the GEMM of its pixels (M = N x P x Q, K_red = C,
+    N_out = K: the same NHWC rows); None for anything with a window (no fused lowering keeps
+    a halo)."""
+    if layer.kind in ("gemm", "gemv"):
+        return layer
+    one_by_one = (layer.kind in ("conv1d", "conv2d") and (layer.R, layer.S) == (1, 1)
+                  and (layer.Hstride, layer.Wstride) == (1, 1) and not any(layer.pads)
+                  and (layer.Hdilation, layer.Wdilation) == (1, 1) and layer.groups == 1
+                  and layer.upsample == (1, 1))
+    if not one_by_one:
+        return None
+    return Layer.gemm(M=layer.N * layer.P * layer.Q, K_red=layer.C, N_out=layer.K,
+                      name=layer.name, epilogue=layer.epilogue)
+
+
 @dataclasses.dataclass(frozen=True)
 class ChainGroup:
-    """Chain instances over the same two unique layers (indices into `Network.layers`)."""
+    """Chain instances over the same unique layers (indices into `Network.layers`; a chain of
+    two instances of one layer has ``first == second``). ``layers`` are the two as GEMMs
+    (`gemm_view`), with the epilogues of their positions in the chain."""
 
     first: int
     second: int
@@ -58,6 +77,11 @@ class ChainGroup:
     def dims(self) -> ChainDims:
         return ChainDims.from_layers(*self.layers)
 
+    @property
+    def uses(self) -> dict[int, int]:
+        """Instances of each unique layer one chain instance runs."""
+        return dict(collections.Counter((self.first, self.second)))
+
     def to_dict(self) -> dict[str, Any]:
         return {"layers": [self.first, self.second], "names": list(self.names),
                 "instances": self.instances,
@@ -67,8 +91,11 @@ class ChainGroup:
     def from_dict(cls, data: dict[str, Any], layers: Sequence[Layer]) -> ChainGroup:
         """From `to_dict` and the unique layers it indexes (a result's)."""
         i, j = (int(x) for x in data["layers"])
-        pair = tuple(dataclasses.replace(layers[x], epilogue=tuple(e))
+        pair = tuple(gemm_view(dataclasses.replace(layers[x], epilogue=tuple(e)))
                      for x, e in zip((i, j), data.get("epilogues", [[], []])))
+        if None in pair:
+            raise ConfigError(f"fused chain {data['names']}: a layer is not a GEMM or a 1x1 "
+                              "convolution")
         return cls(first=i, second=j, instances=int(data["instances"]), layers=pair,
                    names=tuple(str(x) for x in data["names"]))
 
@@ -82,6 +109,25 @@ def fused_chains(extra: dict[str, Any], layers: Sequence[Layer]) -> list[ChainGr
         raise ConfigError(f"result extra.fusion: malformed chain record ({exc!r})") from None
 
 
+_LAYOUT_OPS = ("reshape", "flatten", "squeeze", "unsqueeze")
+
+
+def _why_apart(first: Layer | None, second: Layer | None, between: Sequence[str]) -> str | None:
+    if first is None or second is None:
+        return ("a convolution with a window, stride or padding: the fused lowering runs "
+                "GEMMs and 1x1 convolutions only")
+    ops = tuple(op for op in between if op not in _LAYOUT_OPS)
+    if any(x.epilogue not in FUSABLE_EPILOGUES for x in (first, second)) or ops not in (
+            (), ("relu",)):
+        return ("ops between or after the GEMMs other than relu (softmax, bias, GELU...) have "
+                "no on-chip unit")
+    try:
+        chain_dims(first, second)
+    except BacoError:
+        return "the consumer does not read the producer's rows as they are"
+    return None
+
+
 def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]:
     """The network's fusable chain groups, and the chains left apart counted by reason."""
     skipped: collections.Counter[str] = collections.Counter()
@@ -89,28 +135,14 @@ def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]
     found: dict[tuple, list] = {}
     for chain in net.chains:
         p, q = chain.positions
-        first, second = (dataclasses.replace(net.layers[net.order[x]],
-                                             epilogue=tuple(net.epilogues[x])) for x in (p, q))
-        if chain.kind != "gemm_chain":
-            skipped[f"{chain.kind}: no fused lowering for convolutions"] += 1
-            continue
-        ops = [op for op in chain.between if op not in ("reshape", "flatten", "squeeze",
-                                                        "unsqueeze")]
-        if any(layer.epilogue not in FUSABLE_EPILOGUES for layer in (first, second)) or (
-                ops and tuple(ops) != ("relu",)):
-            skipped["ops between or after the GEMMs other than relu (softmax, bias, GELU...) "
-                    "have no on-chip unit"] += 1
-            continue
-        try:
-            chain_dims(first, second)
-        except BacoError:
-            skipped["the consumer does not read the producer's rows as they are"] += 1
-            continue
-        if net.order[p] == net.order[q]:
-            skipped["producer and consumer are the same unique layer"] += 1
-            continue
-        if p in taken or q in taken:
-            skipped["shares a layer with an earlier fused chain"] += 1
+        first, second = (gemm_view(dataclasses.replace(net.layers[net.order[x]],
+                                                       epilogue=tuple(net.epilogues[x])))
+                         for x in (p, q))
+        why = _why_apart(first, second, chain.between)
+        if why is None and (p in taken or q in taken):
+            why = "shares a layer with an earlier fused chain"
+        if why is not None:
+            skipped[why] += 1
             continue
         taken.update((p, q))
         key = (net.order[p], net.order[q], first.epilogue, second.epilogue)
@@ -207,9 +239,8 @@ class FusionPlan:
         fused = np.zeros((len(hws), len(self.groups)), bool)
         for g, group in enumerate(self.groups):
             figures = np.array([chain_figures(group, hw, self.aware)[:2] for hw in hws])
-            pair = [group.first, group.second]
-            new_l = total_l - group.instances * (cycles[:, pair].sum(-1) - figures[:, 0])
-            new_e = total_e - group.instances * (energy_pj[:, pair].sum(-1) - figures[:, 1])
+            new_l = total_l - group.instances * (_apart(group, cycles) - figures[:, 0])
+            new_e = total_e - group.instances * (_apart(group, energy_pj) - figures[:, 1])
             better = np.isfinite(new_l) & (new_l * new_e < total_l * total_e)
             fused[:, g] = better
             total_l = np.where(better, new_l, total_l)
@@ -234,12 +265,14 @@ class FusionPlan:
             if not len(rows):
                 continue
             figures = np.array([chain_figures(group, hws[r], self.aware)[:2] for r in rows])
-            share = group.instances / counts[[group.first, group.second]]
+            index, per_chain = (np.array(x) for x in zip(*group.uses.items()))
+            removed = group.instances * per_chain / counts[index]   # of each layer's count
             for values, total in ((cycles, figures[:, 0]), (energy_pj, figures[:, 1])):
-                pair = values[rows][:, [group.first, group.second]]
-                part = pair / np.maximum(pair.sum(-1, keepdims=True), 1e-30)
-                values[rows[:, None], [group.first, group.second]] = (
-                    pair + share * (part * total[:, None] - pair))
+                alone = values[rows][:, index]
+                apart = per_chain * alone
+                part = apart / np.maximum(apart.sum(-1, keepdims=True), 1e-30)
+                values[rows[:, None], index] = alone + removed * (
+                    part * total[:, None] / per_chain - alone)
         return metrics._replace(cycles=cycles.astype(np.float32),
                                 energy_pj=energy_pj.astype(np.float32),
                                 edp=(cycles * energy_pj).astype(np.float32))
@@ -255,10 +288,15 @@ class FusionPlan:
             out.append({**group.to_dict(), "fused": bool(yes),
                         "tiles": dict(zip(TILE_DIMS, tiles)) if tiles else None,
                         "fused_cycles": c, "fused_energy_pj": e,
-                        "apart_cycles": float(cycles[[group.first, group.second]].sum()),
-                        "apart_energy_pj": float(energy_pj[[group.first, group.second]].sum())})
+                        "apart_cycles": float(_apart(group, cycles)),
+                        "apart_energy_pj": float(_apart(group, energy_pj))})
         return out
 
 
+def _apart(group: ChainGroup, values: np.ndarray) -> np.ndarray:
+    """One chain instance's figure with its layers run apart, from per-layer ``[..., layer]``."""
+    return sum(k * values[..., i] for i, k in group.uses.items())
+
+
 __all__ = ["FUSABLE_EPILOGUES", "ChainGroup", "FusionPlan", "chain_figures", "fused_chains",
-           "fusion_groups", "plan_chain_tiles"]
+           "fusion_groups", "gemm_view", "plan_chain_tiles"]

@@ -218,7 +218,8 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
                   "matches numpy" if r.checked else "not checked")
         if r.host_ops and not r.error:
             status += f" (on the host: {', '.join(r.host_ops)})"
-        ratio = f"{r.model_cycles / r.sim_cycles:.2f}" if r.sim_cycles else "-"
+        # A layer whose every instance runs in a fused chain has no cycles of its own to model.
+        ratio = f"{r.model_cycles / r.sim_cycles:.2f}" if r.sim_cycles and r.count else "-"
         table.add_row(str(r.index), r.name, str(r.count), f"{r.macs / 1e6:.1f}",
                       str(r.instructions), str(r.sim_cycles), f"{r.model_cycles:.0f}", ratio,
                       status)

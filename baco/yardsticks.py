@@ -639,6 +639,7 @@ def _with_chains(stick: Yardstick, per_layer: tuple[SimulatedLayer, ...], fused:
                             f"{exc}") from None
         chain = simulate_chain(low, timing_table=timing_table)
         chains.append(dataclasses.replace(chain, index=len(per_layer) + len(chains),
+                                          name=" -> ".join(group.names),
                                           count=float(group.instances)))
         for b in (group.first, group.second):
             layers[b] = dataclasses.replace(layers[b], count=layers[b].count - group.instances)

@@ -5,10 +5,11 @@ fusion (each GEMM alone, C through DRAM) and with ``codesign.fusion: true`` (the
 scores the chain fused wherever that lowers a design's EDP, `baco.fusion`), each co-designing
 its own hardware. Both designs are judged by `baco.run.judge`'s code (`baco.yardsticks`): the
 simulated yardstick runs a fused chain as one trace. Prints per chain the simulated EDP and
-DRAM bytes of both, the gains on the three yardsticks, and their geomeans (``--json``: JSON).
+DRAM bytes of both, the gains on the three yardsticks, the designs' areas, and the geomean
+gains (``--json``: JSON). ``--area-budget`` holds both searches to one area.
 
     .venv/bin/python experiments/bench/fusion_codesign.py [--budget 1000] [--seed 0] \\
-        [--chains G1 G2 ...] [--json]
+        [--suite bmm_chain|conv_chain] [--chains G1 G2 ...] [--area-budget MM2] [--json]
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--suite", default="bmm_chain")
     parser.add_argument("--chains", nargs="+", default=None, help="chain names (default all)")
+    parser.add_argument("--area-budget", type=float, default=None,
+                        help="codesign.area_budget_mm2 for both searches (default: none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = []
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         row = {"chain": net.name}
         for fusion in (False, True):
-            config = CodesignConfig(budget_samples=args.budget, seed=args.seed, fusion=fusion)
+            config = CodesignConfig(budget_samples=args.budget, seed=args.seed, fusion=fusion,
+                                    area_budget_mm2=args.area_budget)
             start = time.perf_counter()
             found = codesign(net, config=config, progress=False)
             judged = _judged(found, config)
@@ -64,7 +68,9 @@ def main(argv: list[str] | None = None) -> dict:
             sim = judged.simulated
             row[key] = {
                 "seconds": time.perf_counter() - start,
-                "hardware": found.hardware.name or found.hardware.to_dict(),
+                "hardware": {k: found.hardware.to_dict()[k]
+                             for k in ("pe_rows", "pe_cols", "sp_kb", "acc_kb")},
+                "area_mm2": judged.area_mm2,
                 "fused": [c["fused"] for c in found.extra.get("fusion", {}).get("chains", [])],
                 **{f"{name}_edp": judged[name].edp if judged[name] else None
                    for name in YARDSTICKS},
@@ -79,6 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{row['apart']['dram_bytes']:.4g} -> {row['fused']['dram_bytes']:.4g}  "
                   f"gain sim {row['gain']['simulated']:.2f}x aware "
                   f"{row['gain']['instruction_aware']:.2f}x plain {row['gain']['plain']:.2f}x"
+                  f"  area {row['apart']['area_mm2']:.3g} -> {row['fused']['area_mm2']:.3g} mm2"
                   f"  fused {row['fused']['fused']}", flush=True)
     out = {"suite": args.suite, "budget": args.budget, "seed": args.seed, "rows": rows,
            "geomean_gain": {name: _geomean([r["gain"][name] for r in rows])

@@ -49,6 +49,13 @@ def test_groups_take_lowerable_gemm_chains_and_count_the_rest_by_reason():
     groups, skipped = fusion_groups(net)
     assert [(g.first, g.second, g.instances) for g in groups] == [(0, 1, 2)]
     assert skipped == {"shares a layer with an earlier fused chain": 1}
+    # Conv chains fuse as GEMMs of their pixels when both convolutions are 1x1 (C7: the same
+    # unique layer twice, C8); a window (3x3) keeps C1-C6 apart.
+    fused = {n.name: fusion_groups(n)[0] for n in suite("conv_chain")}
+    assert [name for name, g in fused.items() if g] == ["C7", "C8"]
+    (c7,) = fused["C7"]
+    assert (c7.first, c7.second, c7.uses) == (0, 0, {0: 2})
+    assert c7.dims == (1, 56 * 56, 64, 64, 64)
 
 
 def _scores(net: Network, hws: list[HardwareConfig]):
@@ -116,3 +123,14 @@ def test_a_fused_search_records_judges_and_simulates_its_chains():
 def test_fusion_refuses_the_simulator_trained_predictor():
     with pytest.raises(ConfigError, match="codesign.fusion"):
         CodesignConfig(fusion=True, predictor="sim_hybrid")
+
+
+def test_a_chain_of_one_unique_layer_folds_both_instances():
+    net = next(n for n in suite("conv_chain") if n.name == "C7")     # one 1x1 conv, twice
+    assert net.counts == (2,)
+    _, designs, alone = _scores(net, [HW])
+    plan = FusionPlan.of(net)
+    folded = plan.fold(alone, [HW], fused=np.ones((1, 1), bool))
+    fused_cycles, fused_pj, _ = chain_figures(plan.groups[0], HW)
+    _, cycles, energy_pj = network_edp(folded, np.asarray(net.counts, np.float64))
+    np.testing.assert_allclose([cycles[0], energy_pj[0]], [fused_cycles, fused_pj], rtol=1e-5)

@@ -119,3 +119,25 @@ def test_readme_quick_start_is_the_resnet50_codesign():
     first_command = re.findall(r"```bash\n(python3 -m venv .*?)\n```", readme)[0]
     assert "baco run experiments/configs/resnet50.yaml" in first_command
     assert ExperimentConfig.load(ROOT / "experiments" / "configs" / "resnet50.yaml")
+
+
+def test_a_fused_suite_case_runs_marks_its_layers_and_simulates_its_chain(tmp_path, capsys):
+    config = yaml.safe_load((ROOT / "experiments/configs/bmm_chain_fusion.yaml").read_text())
+    config["codesign"]["budget_samples"] = 200
+    config["baselines"] = []
+    path = tmp_path / "fused.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, _, err = run(capsys, "run", path, "--out", tmp_path / "out", "--quiet")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [x.get("fused_with") for x in doc["layers"]] == [["G10/gemm2"], ["G10/gemm1"]]
+    assert [(x["name"], x["count"]) for x in doc["simulated_layers"]] == [
+        ("G10/gemm1", 0.0), ("G10/gemm2", 0.0), ("G10/gemm1 -> G10/gemm2", 1.0)]
+    assert doc["yardsticks"]["simulated"]["latency_cycles"] == doc["simulated_layers"][2][
+        "cycles"]
+    code, out, err = run(capsys, "simulate", tmp_path / "out" / "results.json", "--check",
+                         "--json", "--quiet")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["all_ok"] and report["layers"][2]["name"] == "G10/gemm1 -> G10/gemm2"
+    assert report["layers"][2]["checked"] and report["layers"][2]["mismatches"] == 0
