@@ -1,11 +1,12 @@
 """Fusion in the co-design: which of a network's chains run fused, with which tiles, and what
 that does to each design's score.
 
-A network's GEMM chains (`workloads.fusion`, `Network.chains`) that the fused lowering runs
-(`accel.lower.chain.lower_gemm_chain`: two ungrouped GEMMs, each with no epilogue or a relu,
-nothing else between them) are grouped by their unique layers (`ChainGroup`: BERT's twelve
-attention blocks would be one group of twelve instances). Chains the lowering cannot run, and
-chains that share a layer with an earlier chain, are listed with the reason, never fused.
+A network's chains (`workloads.fusion`, `Network.chains`) that the fused lowering runs
+(`accel.lower.chain.lower_gemm_chain`: two ungrouped GEMMs, or 1x1 convolutions as the GEMMs
+of their pixels (`gemm_view`), each with no epilogue or a relu, nothing else between them)
+are grouped by their unique layers (`ChainGroup`: twelve identical attention blocks are one
+group of twelve instances). Chains the lowering cannot run, and chains that share a layer
+with an earlier chain, are counted by reason, never fused.
 
 `FusionPlan.fold` is the search's view: for each scored design and group, the chain fused on
 the design's hardware (`plan_chain_tiles`: among the DIM-multiple tiles that fit its
@@ -139,6 +140,8 @@ def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]
                                                        epilogue=tuple(net.epilogues[x])))
                          for x in (p, q))
         why = _why_apart(first, second, chain.between)
+        if why is None and "relu" in chain.between and not first.epilogue:
+            first = dataclasses.replace(first, epilogue=("relu",))   # on the move, as mvout's
         if why is None and (p in taken or q in taken):
             why = "shares a layer with an earlier fused chain"
         if why is not None:
