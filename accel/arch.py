@@ -208,6 +208,7 @@ class Template:
     params: tuple[tuple[str, float], ...]
     description: str = ""
     source: str = ""
+    path_area_mm2: Expr | None = None   # the optional on-chip path (fused chains); None: none
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -225,8 +226,8 @@ class Template:
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a mapping at the top level, got "
                               f"{type(data).__name__}")
-        _check_keys(data, {"name", "description", "levels", "mac", "square_array", "params"},
-                    where)
+        _check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
+                           "onchip_path"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -303,6 +304,11 @@ class Template:
         if not isinstance(mac, dict):
             raise ConfigError(f"{where}: mac must be {{energy_pj: .., area_mm2: ..}}")
         _check_keys(mac, {"energy_pj", "area_mm2"}, f"{where}: mac")
+        path = data.get("onchip_path")
+        if path is not None and not isinstance(path, dict):
+            raise ConfigError(f"{where}: onchip_path must be {{area_mm2: ..}}")
+        if path is not None:
+            _check_keys(path, {"area_mm2"}, f"{where}: onchip_path")
         return cls(
             name=str(data["name"]),
             levels=tuple(levels),
@@ -313,6 +319,8 @@ class Template:
             params=tuple(params),
             description=str(data.get("description", "")),
             source=source,
+            path_area_mm2=None if path is None else Expr.parse(
+                path.get("area_mm2", 0), f"{where}: onchip_path.area_mm2", allowed),
         )
 
     # ------------------------------------------------------------------ static structure

@@ -503,7 +503,8 @@ class _Search:
             self.rounder = HybridRounder(hw, self.layers, hybrid=self.hybrid, **rounder_args)
         if config.fusion:
             from baco.fusion import FusionPlan
-            self.rounder.fusion = FusionPlan.of(net, aware=config.instruction_aware)
+            self.rounder.fusion = FusionPlan.of(net, aware=config.instruction_aware,
+                                                area_budget_mm2=config.area_budget_mm2)
         self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
                                              hw_mode=config.hw_mode, tau=config.tau)
         big = math.log(1e12)
@@ -985,7 +986,10 @@ class _Search:
         if plain is not None:
             extra["edp_analytic"] = plain
         if fusion is not None:
-            extra["fusion"] = {"chains": fusion, "left_apart": self.rounder.fusion.skipped}
+            from baco.fusion import path_area_mm2
+            extra["fusion"] = {"chains": fusion, "left_apart": self.rounder.fusion.skipped,
+                               "path_area_mm2": (path_area_mm2(self.best.hw) or 0.0) if any(
+                                   entry["fused"] for entry in fusion) else 0.0}
         if self.learner is not None:
             extra["sim_hybrid"] = self.learner.summary(self.best)
         return CodesignResult(method="baco", network=self.net.name, hardware=self.best.hw,

@@ -18,8 +18,9 @@ so every consumer of `baco.rounding.Rounder.score` (starts, rounding, refinement
 sees fusion without knowing of it. Descent's gradient still sees the layers apart: fusion
 enters where designs are scored exactly.
 
-Fusing needs the template's on-chip path (``mvout_spad``: accumulator rows into the
-scratchpad); a design that fuses nothing does not need it and pays nothing for it.
+Fusing needs the template's on-chip path (its ``onchip_path``; ``mvout_spad``: accumulator
+rows into the scratchpad), whose area (`path_area_mm2`) a design pays only if it fuses a
+chain: within an area budget, a design fuses only if the path fits beside its hardware.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from accel.arch import HardwareConfig
+from accel.arch import HardwareConfig, hw_env
 from accel.isa import IsaParams
 from accel.lower.chain import TILE_DIMS, chain_dims, choose_tiles, footprint
+from perfmodels.energy import config_area_mm2
 from perfmodels.fusion import ChainDims, chain_cost, chain_data_volume
 from workloads.errors import BacoError, ConfigError
 from workloads.layer import Layer
@@ -203,12 +205,23 @@ def plan_chain_tiles(first: Layer, second: Layer, hw: HardwareConfig) -> dict[st
     return {d: int(t) for d, t in zip(TILE_DIMS, tiles)}
 
 
+def path_area_mm2(hw: HardwareConfig) -> float | None:
+    """Area of the template's on-chip path at `hw` (its ``onchip_path``); None without one."""
+    template = hw.template_spec
+    if template.path_area_mm2 is None:
+        return None
+    env = hw_env(template, hw.to_params(), np)
+    return float(template.path_area_mm2.evaluate(env, np))
+
+
 @functools.lru_cache(maxsize=16384)
 def chain_figures(group: ChainGroup, hw: HardwareConfig, aware: bool = True
                   ) -> tuple[float, float, tuple[int, ...] | None]:
     """``(cycles, pJ, tiles)`` of one instance of the group fused on `hw` (inf if no tiling
-    with the n tile spanning N fits or the hardware has no simulator-style array)."""
-    if hw.template != "gemmini" or hw.pe_rows != hw.pe_cols:
+    with the n tile spanning N fits, or the template has no on-chip path or no
+    simulator-style array)."""
+    if (hw.template != "gemmini" or hw.pe_rows != hw.pe_cols
+            or path_area_mm2(hw) is None):
         return np.inf, np.inf, None
     tiles = _planned(group.dims, IsaParams.from_hardware(hw))
     if tiles is None:
@@ -226,22 +239,34 @@ class FusionPlan:
     aware: bool = True
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     forced: bool = False    # every group fused (a design judged as it was decided)
+    area_budget_mm2: float | None = None   # the path must fit beside the hardware
 
     @classmethod
-    def of(cls, net: Network, aware: bool = True) -> FusionPlan:
+    def of(cls, net: Network, aware: bool = True, area_budget_mm2: float | None = None
+           ) -> FusionPlan:
         groups, skipped = fusion_groups(net)
-        return cls(groups, tuple(int(c) for c in net.counts), aware, skipped)
+        return cls(groups, tuple(int(c) for c in net.counts), aware, skipped,
+                   area_budget_mm2=area_budget_mm2)
+
+    def _path_fits(self, hw: HardwareConfig) -> bool:
+        if self.area_budget_mm2 is None:
+            return True
+        area = config_area_mm2(hw) + (path_area_mm2(hw) or 0.0)
+        return area <= self.area_budget_mm2 * (1 + 1e-6)
 
     def decide(self, cycles: np.ndarray, energy_pj: np.ndarray,
                hws: Sequence[HardwareConfig]) -> np.ndarray:
         """Which groups each design fuses ``[design, group]``: in order, a group is fused when
-        that lowers the network's EDP given the decisions before it."""
+        that lowers the network's EDP given the decisions before it (and, with an area
+        budget, when the on-chip path fits beside the design's hardware)."""
         counts = np.asarray(self.counts, np.float64)
         total_l = (cycles * counts).sum(-1)
         total_e = (energy_pj * counts).sum(-1)
         fused = np.zeros((len(hws), len(self.groups)), bool)
+        room = np.array([self._path_fits(hw) for hw in hws]) if self.groups else None
         for g, group in enumerate(self.groups):
             figures = np.array([chain_figures(group, hw, self.aware)[:2] for hw in hws])
+            figures[~room] = np.inf
             new_l = total_l - group.instances * (_apart(group, cycles) - figures[:, 0])
             new_e = total_e - group.instances * (_apart(group, energy_pj) - figures[:, 1])
             better = np.isfinite(new_l) & (new_l * new_e < total_l * total_e)
@@ -302,4 +327,4 @@ def _apart(group: ChainGroup, values: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["FUSABLE_EPILOGUES", "ChainGroup", "FusionPlan", "chain_figures", "fused_chains",
-           "fusion_groups", "gemm_view", "plan_chain_tiles"]
+           "fusion_groups", "gemm_view", "path_area_mm2", "plan_chain_tiles"]

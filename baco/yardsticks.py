@@ -683,7 +683,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     instruction-aware ones by the chain's model (`perfmodels.fusion.chain_cost`, the per-load
     latency off and on), the simulated one by lowering the chain to one trace on the design's
     hardware (`simulate_chain`, tiles by `baco.fusion.plan_chain_tiles`); the simulated layers
-    then list each chain after the layers, the layers' counts less its instances.
+    then list each chain after the layers, the layers' counts less its instances. The areas
+    then include the template's on-chip path (`baco.fusion.path_area_mm2`).
     """
     from baco.fusion import FusionPlan
 
@@ -721,6 +722,11 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
             unavailable["simulated"] = str(exc)
     else:
         unavailable["simulated"] = why
+    if fused:   # the on-chip path the fused chains use is part of the design
+        from baco.fusion import path_area_mm2
+        extra = path_area_mm2(design.hw) or 0.0
+        plain, aware, simulated = (None if y is None else dataclasses.replace(
+            y, area_mm2=y.area_mm2 + extra) for y in (plain, aware, simulated))
     return Yardsticks(plain=plain, instruction_aware=aware, simulated=simulated,
                       area_mm2=plain.area_mm2, layers=per_layer, unavailable=unavailable)
 

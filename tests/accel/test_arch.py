@@ -163,3 +163,19 @@ def test_bad_template_names_the_level_and_field(tmp_path, change, fragment):
     with pytest.raises(ConfigError) as err:
         Template.load(str(path))
     assert fragment in str(err.value)
+
+
+def test_the_on_chip_path_is_an_optional_template_entry():
+    import yaml
+
+    from accel.arch import TEMPLATE_DIR, hw_env
+
+    hw = HardwareConfig.preset("gemmini_default")
+    gemmini = hw.template_spec
+    env = hw_env(gemmini, hw.to_params(), np)
+    assert float(gemmini.path_area_mm2.evaluate(env, np)) == pytest.approx(1e-6 * 16 * 8)
+    assert Template.load("eyeriss").path_area_mm2 is None
+    raw = yaml.safe_load((TEMPLATE_DIR / "gemmini.yaml").read_text())
+    raw["onchip_path"] = {"area_mm": 1}
+    with pytest.raises(ConfigError, match="onchip_path"):
+        Template.from_dict(raw, "bad")

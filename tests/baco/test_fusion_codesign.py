@@ -13,12 +13,12 @@ import pytest
 from accel.arch import HardwareConfig
 from baco.codesign import codesign
 from baco.config import CodesignConfig
-from baco.fusion import FusionPlan, chain_figures, fused_chains, fusion_groups
+from baco.fusion import FusionPlan, chain_figures, fused_chains, fusion_groups, path_area_mm2
 from baco.result import CodesignResult
 from baco.rounding import Rounder, design_of, network_edp
 from baco.search.gemmini_tiler import gemmini_mapping
 from baco.simulate import report, simulate_result
-from baco.yardsticks import yardsticks
+from baco.yardsticks import hardware_area_mm2, yardsticks
 from workloads.errors import ConfigError
 from workloads.layer import Layer
 from workloads.network import Network
@@ -115,6 +115,11 @@ def test_a_fused_search_records_judges_and_simulates_its_chains():
     moved = [x.dram_read_bytes + x.dram_write_bytes for x in judged.layers]
     assert moved[2] < sum(x.dram_read_bytes + x.dram_write_bytes for x in apart.layers)
     assert judged.simulated.edp < apart.simulated.edp
+    # The fused design carries the template's on-chip path; the unfused one does not.
+    path = path_area_mm2(loaded.hardware)
+    assert path > 0 and result.extra["fusion"]["path_area_mm2"] == path
+    assert judged.area_mm2 == pytest.approx(hardware_area_mm2(loaded.hardware) + path)
+    assert apart.area_mm2 == pytest.approx(hardware_area_mm2(loaded.hardware))
     records = simulate_result(loaded, check=True)
     assert [r.count for r in records] == [0, 0, 1] and records[2].checked
     assert report(records, "r")["all_ok"] and records[2].outputs == 512 * 64
@@ -134,3 +139,14 @@ def test_a_chain_of_one_unique_layer_folds_both_instances():
     fused_cycles, fused_pj, _ = chain_figures(plan.groups[0], HW)
     _, cycles, energy_pj = network_edp(folded, np.asarray(net.counts, np.float64))
     np.testing.assert_allclose([cycles[0], energy_pj[0]], [fused_cycles, fused_pj], rtol=1e-5)
+
+
+def test_within_an_area_budget_a_design_fuses_only_if_the_path_fits_beside_it():
+    net = _g("G10")
+    _, _, alone = _scores(net, [HW])
+    cycles, energy_pj = (np.asarray(x, np.float64) for x in (alone.cycles, alone.energy_pj))
+    area, path = hardware_area_mm2(HW), path_area_mm2(HW)
+    groups = fusion_groups(net)[0]
+    for budget, fuses in ((area + 0.5 * path, False), (area + 2 * path, True), (None, True)):
+        plan = FusionPlan(groups, net.counts, area_budget_mm2=budget)
+        assert plan.decide(cycles, energy_pj, [HW]).tolist() == [[fuses]]
