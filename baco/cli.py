@@ -68,6 +68,13 @@ def _print_network(net) -> None:
     for i, chain in enumerate(net.chains):
         path = " -> ".join((chain.names[0], *chain.between, *chain.names[1:]))
         console.print(f"chain {i}: {chain.kind}  {path}", highlight=False)
+    if net.chains:
+        from baco.fusion import fusion_groups
+        groups, apart = fusion_groups(net)
+        fusable = sum(g.instances for g in groups)
+        console.print(f"codesign.fusion can fuse {fusable} of {len(net.chains)} chains"
+                      + "".join(f"; {n} apart: {why}" for why, n in apart.items()),
+                      highlight=False)
 
 
 def _cmd_validate_timeloop(args: argparse.Namespace) -> int:
