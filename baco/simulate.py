@@ -69,7 +69,6 @@ def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0
     """Simulate the result's layers (all, or the indices in ``layers``) in order."""
     from accel.lower import lower, split_epilogue
     from accel.lower.check import expected_output, random_inputs
-    from accel.sim import run
 
     picked = range(len(result.layers)) if layers is None else list(layers)
     for i in picked:
@@ -86,19 +85,13 @@ def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0
                                model_cycles=entry.latency_cycles)
         fused, host = split_epilogue(layer.epilogue)
         base = dataclasses.replace(base, host_ops=host)
-        try:
+
+        def lowered(layer=layer, entry=entry, fused=fused, i=i) -> tuple:
             low = lower(layer, entry.mapping, hw, epilogue=fused)
-            rng = np.random.default_rng([seed, i])
-            arrays, image, initialized = random_inputs(low, rng)
-            res = run(low.trace, hw, image, initialized=initialized)
-            rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles)
-            if check:
-                got = low.layout.read(res.dram, "output")
-                want = expected_output(low, arrays)
-                rec = dataclasses.replace(rec, checked=True, outputs=int(want.size),
-                                          mismatches=int(np.sum(got != want)))
-        except BacoError as exc:
-            rec = dataclasses.replace(base, error=" ".join(str(exc).split()))
+            return (low, *random_inputs(low, np.random.default_rng([seed, i])), "output",
+                    expected_output)
+
+        rec = _run_checked(base, lowered, hw, check)
         out.append(rec)
         if progress is not None:
             progress(n + 1, len(picked), rec)
@@ -119,7 +112,6 @@ def simulate_chains(result: CodesignResult, *, check: bool = True, seed: int = 0
     its count the chain's instances."""
     from accel.lower import lower_gemm_chain
     from accel.lower.check import check_scales, expected_chain_output, random_chain_inputs
-    from accel.sim import run
     from baco.fusion import plan_chain_tiles
 
     hw = result.hardware
@@ -134,22 +126,36 @@ def simulate_chains(result: CodesignResult, *, check: bool = True, seed: int = 0
             config=f"{first.config_str()} -> {second.config_str()}",
             macs=first.macs + second.macs, count=group.instances,
             model_cycles=float(record.get("fused_cycles", 0.0)))
-        try:
+
+        def lowered(first=first, second=second, index=index) -> tuple:
             low = lower_gemm_chain(first, second, hw, plan_chain_tiles(first, second, hw),
                                    acc_scales=check_scales(first.C, second.C))
-            arrays, image, initialized = random_chain_inputs(low, np.random.default_rng(
-                [seed, index]))
-            res = run(low.trace, hw, image, initialized=initialized)
-            rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles)
-            if check:
-                got = low.layout.read(res.dram, "E")
-                want = expected_chain_output(low, arrays)
-                rec = dataclasses.replace(rec, checked=True, outputs=int(want.size),
-                                          mismatches=int(np.sum(got != want)))
-        except BacoError as exc:
-            rec = dataclasses.replace(base, error=" ".join(str(exc).split()))
-        out.append(rec)
+            return (low, *random_chain_inputs(low, np.random.default_rng([seed, index])), "E",
+                    expected_chain_output)
+
+        out.append(_run_checked(base, lowered, hw, check))
     return out
+
+
+def _run_checked(base: LayerSimulation, lowered: Callable[[], tuple], hw: Any, check: bool
+                 ) -> LayerSimulation:
+    """``lowered()`` gives ``(low, arrays, image, initialized, output, expected)``: run
+    ``low.trace`` on the simulator and, with ``check``, count the elements of the ``output``
+    tensor that differ from ``expected(low, arrays)``; a `BacoError` becomes the error."""
+    from accel.sim import run
+
+    try:
+        low, arrays, image, initialized, output, expected = lowered()
+        res = run(low.trace, hw, image, initialized=initialized)
+        rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles)
+        if check:
+            got = low.layout.read(res.dram, output)
+            want = expected(low, arrays)
+            rec = dataclasses.replace(rec, checked=True, outputs=int(want.size),
+                                      mismatches=int(np.sum(got != want)))
+        return rec
+    except BacoError as exc:
+        return dataclasses.replace(base, error=" ".join(str(exc).split()))
 
 
 def disagreement(records: Sequence[LayerSimulation]) -> dict[str, float | None]:
