@@ -109,6 +109,46 @@ class Settings(NamedTuple):
     round_steps: int
     objective: Callable[..., Any]
     area_budget_mm2: float | None = None
+    fusion: tuple[FusionTerm, ...] = ()
+
+
+class FusionTerm(NamedTuple):
+    """A fusable chain group in the relaxed objective (`baco.fusion.ChainGroup`, static)."""
+
+    uses: tuple[tuple[int, int], ...]   # (unique layer, instances per chain)
+    instances: int
+    dims: tuple[int, ...]               # perfmodels.fusion.ChainDims
+
+
+FUSE_SOFTNESS = 0.1
+"""Width, in log EDP, of the soft fuse-or-not decision of the relaxed objective."""
+
+
+def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, hwp: Any,
+                 template: Any, settings: Settings) -> tuple[Any, Any]:
+    """Network totals with each fusable chain fused to the degree that pays: per group (in
+    order, as `baco.fusion.FusionPlan.decide`), the chain's relaxed cost on the relaxed
+    hardware (`perfmodels.fusion.chain_metrics` with relaxed trips, tiles by
+    `perfmodels.fusion.relaxed_chain_tiles`) replaces its layers' instances with weight
+    ``sigmoid(log EDP drop / FUSE_SOFTNESS)``; so the gradient sees what fusing would gain
+    (an accumulator large enough to keep E, for one) and what the layers apart cost."""
+    from perfmodels.fusion import chain_metrics, relaxed_chain_tiles, relaxed_trips
+
+    for term in settings.fusion:
+        tiles, fits = relaxed_chain_tiles(hwp, term.dims)
+        fused_l, fused_e, _ = chain_metrics(template, hwp, term.dims, tiles, relaxed_trips,
+                                            settings.aware)
+        fits = jnp.maximum(fits, 1e-6)      # where nothing fits, fusing costs ~1e6x
+        fused_l, fused_e = fused_l / fits, fused_e / fits
+        apart_l = sum(k * layer_cycles[i] for i, k in term.uses)
+        apart_e = sum(k * layer_pj[i] for i, k in term.uses)
+        new_l = cycles - term.instances * (apart_l - fused_l)
+        new_e = energy_pj - term.instances * (apart_e - fused_e)
+        gain = jnp.log(cycles) + jnp.log(energy_pj) - jnp.log(new_l) - jnp.log(new_e)
+        w = jax.nn.sigmoid(gain / FUSE_SOFTNESS)
+        cycles = cycles - w * term.instances * (apart_l - fused_l)
+        energy_pj = energy_pj - w * term.instances * (apart_e - fused_e)
+    return cycles, energy_pj
 
 
 def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings,
@@ -137,6 +177,9 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
         layer_cycles = layer_cycles * jnp.exp(residual)
     cycles = (layer_cycles * space.counts).sum()
     energy_pj = (metrics.energy_pj * space.counts).sum()
+    if settings.fusion:
+        cycles, energy_pj = fused_totals(cycles, energy_pj, layer_cycles, metrics.energy_pj,
+                                         hwp, template, settings)
     excess = (metrics.overflow + metrics.fanout_excess).sum()
     for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
                          (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb)):
@@ -517,7 +560,8 @@ class _Search:
             lr_final_fraction=config.lr_final_fraction,
             round_steps=min(config.round_every, config.steps_per_start),
             objective=objective if self.hybrid is None else HybridObjective(self.hybrid),
-            area_budget_mm2=config.area_budget_mm2)
+            area_budget_mm2=config.area_budget_mm2,
+            fusion=self._fusion_terms())
         self.key = jax.random.PRNGKey(config.seed)
         imp = config.importance
         self.importance_config = ImportanceConfig(alpha=imp.alpha, beta=imp.beta,
@@ -545,6 +589,15 @@ class _Search:
         self.sims_done = 0                # simulation rounds finished (sim_hybrid)
         self.refiner: ImportanceScheduler | None = None
         self.cursor = 0                                   # round-robin refinement order
+
+    def _fusion_terms(self) -> tuple[FusionTerm, ...]:
+        """The relaxed objective's fusion terms (none without fusion, or without the
+        template's on-chip path)."""
+        plan = self.rounder.fusion
+        if plan is None or self.base_hw.template_spec.path_area_mm2 is None:
+            return ()
+        return tuple(FusionTerm(tuple(g.uses.items()), g.instances, tuple(g.dims))
+                     for g in plan.groups)
 
     # ------------------------------------------------------------------ bookkeeping
     def seconds(self) -> float:

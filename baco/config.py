@@ -118,7 +118,8 @@ class CodesignConfig:
     Fusion (``fusion``; default off): the network's GEMM chains that the fused lowering runs
     (`baco.fusion`) are fused wherever that lowers a scored design's EDP, with the on-chip
     path from the accumulator to the scratchpad; each exact score, and so the hardware the
-    search keeps, counts them fused (the chain's own model, `perfmodels.fusion.chain_cost`).
+    search keeps, counts them fused (the chain's own model, `perfmodels.fusion.chain_cost`),
+    and the descent's objective weighs each chain fused or apart, relaxed.
     The result's fused layers carry ``fused_with`` and the simulated yardstick runs each fused
     chain as one trace.
     """

@@ -15,8 +15,9 @@ replaces the group's instances of the two layers when that lowers the network's 
 per-layer metrics are rewritten so that ``Σ count x metric`` is the network with those
 decisions (each layer takes its share of the fused chain by its unfused cycles and energy),
 so every consumer of `baco.rounding.Rounder.score` (starts, rounding, refinement, the result)
-sees fusion without knowing of it. Descent's gradient still sees the layers apart: fusion
-enters where designs are scored exactly.
+sees fusion without knowing of it. The descent sees it too, relaxed
+(`baco.codesign.fused_totals`): a soft fuse-or-not per group over the chain's relaxed cost on
+the relaxed hardware.
 
 Fusing needs the template's on-chip path (its ``onchip_path``; ``mvout_spad``: accumulator
 rows into the scratchpad), whose area (`path_area_mm2`) a design pays only if it fuses a

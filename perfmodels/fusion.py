@@ -53,7 +53,8 @@ from workloads.layer import Layer
 from workloads.network import Network
 
 __all__ = ["VALID_ORDERS", "ChainCost", "ChainDims", "ClosedForm", "Tiling", "Unfused",
-           "ceil_trips", "chain_cost", "chain_data_volume", "chain_words", "closed_form_optimum",
+           "ceil_trips", "chain_cost", "chain_data_volume", "chain_metrics", "chain_words",
+           "closed_form_optimum", "relaxed_chain_tiles",
            "order_array", "relaxed_trips", "search_chain_tiles", "tile_candidates",
            "unfused_data_volume"]
 
@@ -355,10 +356,42 @@ class ChainCost(NamedTuple):
 def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
                shared_weights: bool = True) -> ChainCost:
     """The fused chain as `accel.lower.chain.lower_gemm_chain` runs it (order mlkn, E resident
-    for all of N) on `hw`, for tiles ``(..., 4)`` in DIM multiples (T_N ignored: N whole).
+    for all of N) on `hw`, for tiles ``(..., 4)`` in DIM multiples (T_N ignored: N whole):
+    `chain_metrics` with exact trips, and the rows its buffers hold
+    (`accel.lower.chain.footprint`)."""
+    from accel.lower.chain import footprint
 
-    The same model as a layer's (`perfmodels.latency`, `perfmodels.energy`), over the
-    trace's own counts:
+    d = float(hw.pe_rows)
+    tiles = np.asarray(tiles, np.float64)
+    shape = tiles.shape[:-1]
+    flat = tiles.reshape(-1, tiles.shape[-1])[:, :3]
+    cycles, energy_pj, dram = _exact_metrics(
+        hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
+        jnp.asarray(flat, jnp.float32), load_latency, shared_weights)
+    tm, tk, tl = (np.minimum(tiles[..., i], -(-float(x) // d) * d)
+                  for i, x in enumerate(dims[1:4]))
+    n = int(dims[4])
+    sp_rows, acc_rows = footprint({"m": tm, "k": tk, "l": tl, "n": np.full_like(tm, n)},
+                                  n, "mlkn", int(d))
+    out = (np.asarray(x, np.float64).reshape(shape) for x in (cycles, energy_pj, dram))
+    return ChainCost(*out, sp_rows=sum(sp_rows.values()), acc_rows=sum(acc_rows.values()))
+
+
+@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5))
+def _exact_metrics(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
+                   load_latency: bool, shared_weights: bool) -> tuple[Any, Any, Any]:
+    return jax.vmap(lambda t: chain_metrics(template, hwp, dims, t, ceil_trips, load_latency,
+                                            shared_weights))(tiles)
+
+
+def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
+                  trips: Callable[[Any, Any], Any] = ceil_trips, load_latency: bool = True,
+                  shared_weights: bool = True) -> tuple[Any, Any, Any]:
+    """``(cycles, pJ, DRAM words)`` of the fused chain for one tiling ``(T_M, T_K, T_L)`` on
+    hardware parameters `hwp`: one JAX formula, exact with `ceil_trips` (DIM blocks and tile
+    trips rounded up) or relaxed with `relaxed_trips` (differentiable in the tiles and in
+    `hwp`, as the descent needs). The same model as a layer's (`perfmodels.latency`,
+    `perfmodels.energy`), over the trace's own counts:
 
     * the array feeds ``M`` rows per DIM x DIM block of B (``ceil(K/DIM) ceil(L/DIM)``) and
       of D (``ceil(L/DIM) ceil(N/DIM)``), a preload per block and m tile; each C tile then
@@ -375,60 +408,62 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
       counts do (tests/perfmodels/test_fusion.py).
     """
     from accel.arch import level_arrays
-    from accel.lower.chain import footprint
     from perfmodels.accesses import Accesses, I, O, W
     from perfmodels.energy import energy
     from perfmodels.latency import pipeline_cycles
 
-    template = hw.template_spec
-    d = float(hw.pe_rows)
-    b, m, k, l_, n = (float(x) for x in dims)
-    tiles = np.asarray(tiles, np.float64)
-    tm, tk, tl = (np.minimum(tiles[..., i], -(-x // d) * d) for i, x in enumerate((m, k, l_)))
-    trips_m, trips_k, trips_l = np.ceil(m / tm), np.ceil(k / tk), np.ceil(l_ / tl)
-    kb, lb, nb = np.ceil(k / d), np.ceil(l_ / d), np.ceil(n / d)
+    d = hwp.pe_rows
+    b, m, k, l_, n = (jnp.float32(x) for x in dims)
+    tiles = jnp.asarray(tiles, jnp.float32)
+    tm, tk, tl = (jnp.minimum(tiles[i], trips(x, d) * d) for i, x in enumerate((m, k, l_)))
+    trips_m, trips_k, trips_l = trips(m, tm), trips(k, tk), trips(l_, tl)
+    kb, lb, nb = trips(k, d), trips(l_, d), trips(n, d)
     rows1, rows2 = b * m * kb * lb, b * m * lb * nb
     preloads = b * trips_m * (kb * lb + lb * nb)
     moved_rows = b * m * lb
     c_tiles = b * trips_m * trips_l
-    _, _, words = chain_words((b, m, k, l_, n), np.stack([tm, tk, tl, np.full_like(tm, n)], -1),
-                              "mlkn", shared_weights=shared_weights)
-    words = {name: np.asarray(v, np.float64) for name, v in words.items()}
+    _, _, words = chain_words((b, m, k, l_, n), jnp.stack([tm, tk, tl, n]), "mlkn", trips,
+                              shared_weights=shared_weights)
     dram = sum(words.values())
-    lv = level_arrays(template, hw.to_params(), np)
+    lv = level_arrays(template, hwp)
     top = template.num_levels - 1
     use = rows1 + rows2
     if load_latency:
         use = use + moved_rows + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
-    loads = c_tiles * (trips_k + 1.0)
-    cycles = np.asarray(pipeline_cycles(use, dram / float(lv.bandwidth_words[top]),
-                                        float(lv.latency_cycles[top]), loads, 2.0,
-                                        load_latency), np.float64)
+    cycles = pipeline_cycles(use, dram / lv.bandwidth_words[top], lv.latency_cycles[top],
+                             c_tiles * (trips_k + 1.0), 2.0, load_latency)
     # Words per level [level, tensor] (registers, accumulator, scratchpad, DRAM).
-    shape = np.shape(tm)
-    reads, updates, fills = (np.zeros(shape + (template.num_levels, 3)) for _ in range(3))
     reg, acc, sp = 0, 1, 2
-    reads[..., top, W] = words["B"] + words["D"]
-    reads[..., top, I] = words["A"]
-    updates[..., top, O] = words["E"]
-    fills[..., sp, W] = words["B"] * lb * d / l_ + words["D"] * nb * d / n
-    fills[..., sp, I] = words["A"] * kb * d / k + moved_rows * d
-    reads[..., sp, I] = (rows1 + rows2) * d
-    reads[..., sp, W] = preloads * d * d
-    updates[..., acc, O] = (rows1 + rows2) * d
-    reads[..., acc, O] = (rows1 * (kb - 1) / kb + rows2 * (lb - 1) / lb + moved_rows
-                          + b * m * nb) * d
+    zeros = jnp.zeros((template.num_levels, 3))
     array_macs = (rows1 + rows2) * d * d
-    fills[..., reg, W] = preloads * d * d
-    reads[..., reg, W] = array_macs
-    counts = Accesses(macs=array_macs.reshape(-1), tile_words=None,
-                      fills=fills.reshape(-1, *fills.shape[-2:]),
-                      reads=reads.reshape(-1, *reads.shape[-2:]),
-                      updates=updates.reshape(-1, *updates.shape[-2:]), log_refills=None)
-    pj = jax.vmap(lambda a: energy(template, a, lv).energy_pj,
-                  in_axes=(Accesses(0, None, 0, 0, 0, None),))(counts)
-    sp_rows, acc_rows = footprint({"m": tm, "k": tk, "l": tl, "n": np.full_like(tm, n)},
-                                  int(n), "mlkn", int(d))
-    return ChainCost(cycles=cycles, energy_pj=np.asarray(pj, np.float64).reshape(shape),
-                     dram_words=dram, sp_rows=sum(sp_rows.values()),
-                     acc_rows=sum(acc_rows.values()))
+    reads = (zeros.at[top, W].set(words["B"] + words["D"]).at[top, I].set(words["A"])
+             .at[sp, I].set((rows1 + rows2) * d).at[sp, W].set(preloads * d * d)
+             .at[acc, O].set((rows1 * (kb - 1) / kb + rows2 * (lb - 1) / lb + moved_rows
+                              + b * m * nb) * d)
+             .at[reg, W].set(array_macs))
+    updates = zeros.at[top, O].set(words["E"]).at[acc, O].set((rows1 + rows2) * d)
+    fills = (zeros.at[sp, W].set(words["B"] * lb * d / l_ + words["D"] * nb * d / n)
+             .at[sp, I].set(words["A"] * kb * d / k + moved_rows * d)
+             .at[reg, W].set(preloads * d * d))
+    out = energy(template, Accesses(macs=array_macs, tile_words=zeros, fills=fills,
+                                    reads=reads, updates=updates,
+                                    log_refills=jnp.zeros(template.num_levels)), lv)
+    return cycles, out.energy_pj, dram
+
+
+def relaxed_chain_tiles(hwp: Any, dims: Any) -> tuple[Any, Any]:
+    """A differentiable stand-in for the fused tile choice on relaxed hardware: ``(tiles,
+    fits)``. K and L whole (the choice the exact planner makes whenever B and D fit), and the
+    largest m tile the buffers then hold: the accumulator keeps ``T_M (L + N) / DIM`` rows
+    (C and E), the scratchpad ``T_M (K + L) / DIM + L (K + N) / DIM`` (A and C; B and D).
+    ``fits`` (0..1) falls smoothly to 0 where not even a DIM-row m tile fits."""
+    _, m, k, l_, n = (jnp.float32(x) for x in dims)
+    d = hwp.pe_rows
+    acc_rows = hwp.acc_kb * 1024.0 / (d * hwp.acc_bits / 8.0)
+    sp_rows = hwp.sp_kb * 1024.0 / (d * hwp.input_bits / 8.0)
+    by_acc = acc_rows * d / (l_ + n)
+    by_sp = (sp_rows - l_ * (k + n) / d) * d / (k + l_)
+    room = jnp.minimum(by_acc, by_sp)
+    fits = jax.nn.sigmoid((room - d) / (0.1 * d))
+    tm = jnp.clip(room, d, m)
+    return jnp.stack([tm, k, l_]), fits

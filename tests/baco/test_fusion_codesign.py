@@ -171,3 +171,28 @@ def test_a_killed_fused_search_resumes_to_the_uninterrupted_result(tmp_path, com
     resumed = codesign(net, config=config, checkpoint=path, resume=True)
     assert comparable(resumed) == comparable(reference)
     assert resumed.extra["fusion"] == reference.extra["fusion"]
+
+
+def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
+    import jax
+
+    from baco import codesign as search
+
+    net = _g("G10")
+    state = search._Search(net, HW, CodesignConfig(budget_samples=1000, seed=0, fusion=True))
+    (term,) = state.settings.fusion
+    assert term.uses == ((0, 1), (1, 1)) and term.dims == (1, 512, 64, 256, 64)
+    theta, _ = state._new_start(0)
+
+    def loss(settings):
+        (value, totals), grad = jax.value_and_grad(
+            lambda t: search.objective(t, state.space, settings), has_aux=True)(theta)
+        return float(value), [float(x) for x in totals], grad
+
+    fused, (cycles, pj), grad = loss(state.settings)
+    apart, (cycles0, pj0), grad0 = loss(state.settings._replace(fusion=()))
+    assert fused < apart and cycles < cycles0 and pj < pj0
+    # ... and its gradient: the mappings are pulled differently once the chain fuses.
+    moved = jax.tree_util.tree_map(lambda a, b: float(abs(a - b).max()), grad, grad0)
+    assert max(jax.tree_util.tree_leaves(moved)) > 1e-3
+    assert search._Search(net, HW, CodesignConfig(budget_samples=1000)).settings.fusion == ()

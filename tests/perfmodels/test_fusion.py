@@ -264,3 +264,32 @@ def test_chain_cost_meets_the_simulated_fused_trace():
             sim.append(got.cycles)
     rank = np.argsort(np.argsort(model)), np.argsort(np.argsort(sim))
     assert np.corrcoef(*rank)[0, 1] > 0.9
+
+
+def test_relaxed_chain_metrics_equal_the_exact_ones_at_divisors_and_follow_the_accumulator():
+    from accel.arch import HardwareConfig
+    from perfmodels.fusion import chain_cost, chain_metrics, relaxed_chain_tiles
+
+    hw = HardwareConfig.preset("gemmini_default")          # DIM 16 divides every extent
+    dims = (1, 512, 64, 256, 64)
+    tiles = (64.0, 64.0, 256.0)
+    exact = chain_cost(dims, [*tiles, 64], hw)
+    relaxed = chain_metrics(hw.template_spec, hw.to_params(), dims, jnp.asarray(tiles),
+                            relaxed_trips)
+    np.testing.assert_allclose([float(x) for x in relaxed],
+                               [float(exact.cycles), float(exact.energy_pj),
+                                float(exact.dram_words)], rtol=1e-5)
+
+    def fused_pj(acc_kb):
+        hwp = hw.to_params()._replace(acc_kb=acc_kb)
+        t, fits = relaxed_chain_tiles(hwp, dims)
+        return chain_metrics(hw.template_spec, hwp, dims, t, relaxed_trips)[1] / fits, t, fits
+
+    _, tight, fits = fused_pj(jnp.float32(4.0))     # 64 rows: not one 16-row m tile of C and E
+    assert float(fits) < 0.01
+    _, roomy, fits = fused_pj(jnp.float32(64.0))
+    assert float(fits) > 0.99 and float(roomy[0]) > float(tight[0])
+    # Where the accumulator limits the m tile, more of it means fewer weight preloads: less
+    # energy for the fused chain.
+    grad = jax.grad(lambda kb: fused_pj(kb)[0])(jnp.float32(64.0))
+    assert float(grad) < 0
