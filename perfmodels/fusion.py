@@ -394,9 +394,12 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     `perfmodels.energy`), over the trace's own counts:
 
     * the array feeds ``M`` rows per DIM x DIM block of B (``ceil(K/DIM) ceil(L/DIM)``) and
-      of D (``ceil(L/DIM) ceil(N/DIM)``), a preload per block and m tile; each C tile then
-      drains (``2 DIM + CHAIN_STEP_CYCLES``) and moves its ``T_M ceil(T_L/DIM)`` rows to the
-      scratchpad one a cycle before GEMM2 reads it: all of that is the ``use`` side;
+      of D (``ceil(L/DIM) ceil(N/DIM)``), a preload per block and m tile, whose DIM cycles
+      the compute before it hides only up to its own rows (the simulator's rule: the last
+      compute of an m tile, with fewer than DIM rows, leaves the rest exposed; relaxed
+      trips expose none); each C tile then drains (``2 DIM + CHAIN_STEP_CYCLES``) and moves
+      its ``T_M ceil(T_L/DIM)`` rows to the scratchpad one a cycle before GEMM2 reads it:
+      all of that is the ``use`` side;
     * DRAM moves `chain_words` (A, B, D read, E written; int8, a word a byte) at the DRAM
       level's bandwidth, in ``T_M``-row tiles of A and B per k tile and of D per l tile;
     * the two meet in ALCOP's load-and-use loop (`perfmodels.latency.pipeline_cycles`, two
@@ -429,7 +432,15 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     top = template.num_levels - 1
     use = rows1 + rows2
     if load_latency:
-        use = use + moved_rows + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
+        # A preload takes DIM cycles, of which the compute before it hides its own rows: the
+        # last compute of an m tile (its rows mod DIM) leaves the rest of the next one exposed.
+        def exposed(rows: Any) -> Any:
+            return d - (rows - d * (trips(rows, d) - 1.0))
+
+        m_rows = jnp.minimum(tm, m)
+        edge = m - (trips_m - 1.0) * m_rows
+        waits = b * ((trips_m - 1.0) * exposed(m_rows) + exposed(edge)) * (kb * lb + lb * nb)
+        use = use + waits + moved_rows + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
     cycles = pipeline_cycles(use, dram / lv.bandwidth_words[top], lv.latency_cycles[top],
                              c_tiles * (trips_k + 1.0), 2.0, load_latency)
     # Words per level [level, tensor] (registers, accumulator, scratchpad, DRAM).

@@ -232,7 +232,7 @@ def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
 def test_chain_cost_meets_the_simulated_fused_trace():
     """`chain_cost` on the fused trace's own tiles: DRAM words equal the bytes it moves, energy
     (counted per level as the simulated yardstick counts a trace) within 3%, cycles within
-    [0.5, 1.1] of the simulator's and ranked alike."""
+    [0.6, 1.2] of the simulator's and ranked alike."""
     import dataclasses
 
     from accel.arch import HardwareConfig
@@ -259,7 +259,7 @@ def test_chain_cost_meets_the_simulated_fused_trace():
             cost = chain_cost((b, m, k, l_, n), [tiles[d] for d in "mkln"], hw)
             assert float(cost.dram_words) == got.dram_read_bytes + got.dram_write_bytes
             assert float(cost.energy_pj) == pytest.approx(got.energy_pj, rel=0.03)
-            assert 0.5 <= float(cost.cycles) / got.cycles <= 1.1, (hw.pe_rows, b, m, k, l_, n)
+            assert 0.6 <= float(cost.cycles) / got.cycles <= 1.2, (hw.pe_rows, b, m, k, l_, n)
             model.append(float(cost.cycles))
             sim.append(got.cycles)
     rank = np.argsort(np.argsort(model)), np.argsort(np.argsort(sim))
