@@ -53,18 +53,10 @@ def test_same_seed_same_result(reference, comparable):
     assert other.samples == reference.samples
 
 
-def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, reference, comparable):
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, reference, comparable,
+                                                          killed_after_round):
     path = tmp_path / "state.npz"
-
-    class Killed(Exception):
-        pass
-
-    def kill_after_round_3(info):
-        if info.round == 3:
-            raise Killed
-
-    with pytest.raises(Killed):
-        codesign(NET, config=CFG, checkpoint=path, on_round=kill_after_round_3)
+    killed_after_round(NET, config=CFG, checkpoint=path)
     assert path.exists()
     resumed = codesign(NET, config=CFG, checkpoint=path, resume=True)
     assert comparable(resumed) == comparable(reference)

@@ -152,22 +152,14 @@ def test_within_an_area_budget_a_design_fuses_only_if_the_path_fits_beside_it():
         assert plan.decide(cycles, energy_pj, [HW]).tolist() == [[fuses]]
 
 
-def test_a_killed_fused_search_resumes_to_the_uninterrupted_result(tmp_path, comparable):
+def test_a_killed_fused_search_resumes_to_the_uninterrupted_result(tmp_path, comparable,
+                                                                   killed_after_round):
     net = _g("G10")
     config = CodesignConfig(budget_samples=240, seed=1, fusion=True, starts=2,
                             steps_per_start=40, round_every=10, checkpoint_every=1)
     reference = codesign(net, config=config)
     path = tmp_path / "state.npz"
-
-    class Killed(Exception):
-        pass
-
-    def kill_after_round_3(info):
-        if info.round == 3:
-            raise Killed
-
-    with pytest.raises(Killed):
-        codesign(net, config=config, checkpoint=path, on_round=kill_after_round_3)
+    killed_after_round(net, config=config, checkpoint=path)
     resumed = codesign(net, config=config, checkpoint=path, resume=True)
     assert comparable(resumed) == comparable(reference)
     assert resumed.extra["fusion"] == reference.extra["fusion"]
