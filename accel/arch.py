@@ -172,6 +172,10 @@ class LevelSpec:
     ``energy_pj + energy_pj_per_kb * capacity_kb`` (DOSA's linear CACTI fits); ``spatial_dims``
     may fan out *below* this level, with the product of their spatial factors at most
     ``fanout``; only ``temporal_dims`` may have temporal factors other than 1 here.
+    ``area_mm2`` (per instance) and ``static_pj_per_cycle`` (all instances) cost what does not
+    scale with capacity, such as the DRAM interface's width: the idle energy is charged per
+    cycle the layer runs, by the instruction-aware model and the simulated yardstick only
+    (the plain model is Timeloop's, which has none).
     """
 
     name: str
@@ -186,6 +190,8 @@ class LevelSpec:
     spatial_dims: tuple[str, ...]
     fanout: Expr | None
     temporal_dims: tuple[str, ...]
+    area_mm2: Expr = Expr.parse(0, "area_mm2", ())
+    static_pj_per_cycle: Expr = Expr.parse(0, "static_pj_per_cycle", ())
 
     @property
     def tag(self) -> str:
@@ -251,8 +257,9 @@ class Template:
             if not isinstance(raw, dict):
                 raise ConfigError(f"{lw}: expected a mapping")
             _check_keys(raw, {"name", "keeps", "instances", "capacity_kb", "bandwidth_words",
-                              "energy_pj", "energy_pj_per_kb", "area_mm2_per_kb",
-                              "latency_cycles", "spatial", "temporal_dims"}, lw)
+                              "energy_pj", "energy_pj_per_kb", "area_mm2_per_kb", "area_mm2",
+                              "static_pj_per_cycle", "latency_cycles", "spatial",
+                              "temporal_dims"}, lw)
             if "name" not in raw:
                 raise ConfigError(f"{lw}: missing field 'name'")
             lw = f"{where}: level {raw['name']!r}"
@@ -296,6 +303,9 @@ class Template:
                 fanout=Expr.parse(spatial["fanout"], f"{lw}.spatial.fanout", allowed)
                 if sdims else None,
                 temporal_dims=tdims,
+                area_mm2=Expr.parse(raw.get("area_mm2", 0), f"{lw}.area_mm2", allowed),
+                static_pj_per_cycle=Expr.parse(raw.get("static_pj_per_cycle", 0),
+                                               f"{lw}.static_pj_per_cycle", allowed),
             ))
         if set(levels[-1].keeps) != set(TENSORS):
             raise ConfigError(f"{where}: the outermost level ({levels[-1].name}) must keep "
@@ -602,6 +612,7 @@ class LevelArrays(NamedTuple):
     area_mm2: Any
     latency_cycles: Any
     fanout: Any
+    static_pj_per_cycle: Any
     mac_energy_pj: Any
     pe_area_mm2: Any
 
@@ -634,7 +645,7 @@ def level_arrays(template: Template, hwp: HwParams, xp: Any = jnp) -> LevelArray
     epa = [ev(lv.energy_pj, 0.0) + ev(lv.energy_pj_per_kb, 0.0) * finite(c)
            for lv, c in zip(template.levels, cap)]
     inst = [ev(lv.instances, 1.0) for lv in template.levels]
-    area = [ev(lv.area_mm2_per_kb, 0.0) * finite(c) * n
+    area = [(ev(lv.area_mm2_per_kb, 0.0) * finite(c) + ev(lv.area_mm2, 0.0)) * n
             for lv, c, n in zip(template.levels, cap, inst)]
     return LevelArrays(
         instances=xp.stack(inst),
@@ -644,6 +655,8 @@ def level_arrays(template: Template, hwp: HwParams, xp: Any = jnp) -> LevelArray
         area_mm2=xp.stack(area),
         latency_cycles=xp.stack([ev(lv.latency_cycles, 0.0) for lv in template.levels]),
         fanout=xp.stack([ev(lv.fanout, xp.inf) for lv in template.levels]),
+        static_pj_per_cycle=xp.stack([ev(lv.static_pj_per_cycle, 0.0)
+                                      for lv in template.levels]),
         mac_energy_pj=ev(template.mac_energy_pj, 0.0),
         pe_area_mm2=ev(template.pe_area_mm2, 0.0),
     )

@@ -11,14 +11,16 @@ each dim's log, soft loop orders, continuous stages). ``starts`` of them descend
     log(Σ count·latency) + log(Σ count·energy)  +  penalty · (infeasibility)
 
 (the log of seed 001's Eq. 6.5 EDP: same optimum, better conditioned), on the minimal hardware
-inferred from the tiles (``hw_mode: min_hw``; or free/fixed hardware), counting padded DIM x DIM
-blocks when instruction-aware (`baco.instructions`). Every ``round_every`` steps each start is
-rounded to a valid design (`baco.rounding`: nearest divisors, argmax loop orders, rounded
-stages, the array filled, minimal hardware in 1 KB steps) and scored exactly; the best design
+inferred from the tiles (``hw_mode: min_hw``; or free/fixed hardware; free also descends on
+the DRAM bandwidth), counting padded DIM x DIM blocks when instruction-aware
+(`baco.instructions`). Every ``round_every`` steps each start is rounded to a valid design
+(`baco.rounding`: nearest divisors, argmax loop orders, rounded stages, the array filled,
+minimal hardware in 1 KB steps, a power-of-two bandwidth) and scored exactly; the best design
 is kept. A start whose steps are used up makes way for a new random one.
 
 **Refinement** (the rest). Rounding loses part of what descent found; exact local moves around
-the best design (`baco.refine`) win some of it back. The importance scheduler
+the best design (`baco.refine`; in free mode also the bandwidth halved and doubled) win some
+of it back. The importance scheduler
 (`baco.importance`, §6.5, Eq. 6.7-6.9) picks the layers each round explores and abandons those
 that stop improving; without it the layers take turns. With ``importance.mask_descent`` it
 also chooses which layers take each descent round's steps (the others' updates masked).
@@ -71,7 +73,7 @@ from workloads.network import Network
 
 __all__ = ["CodesignWarning", "RoundInfo", "codesign", "objective"]
 
-CHECKPOINT_VERSION = 2        # 2: learned loop orders (RelaxedMapping.order_scores)
+CHECKPOINT_VERSION = 3        # 2: learned loop orders; 3: free-mode DRAM bandwidth
 GLOBAL_MOVES = 32
 """Most whole-network moves (`baco.refine.global_moves`) per refinement round."""
 OWN_ORDER_LOGIT = 2.0
@@ -103,6 +105,7 @@ class Settings(NamedTuple):
     log_max_pe: float
     log_max_sp_kb: float
     log_max_acc_kb: float
+    log_max_dram_bw: float
     learning_rate: float
     decay_steps: int
     lr_final_fraction: float
@@ -157,9 +160,10 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
 
     Penalties (log excess, times ``settings.penalty``): buffer overflow and fan-out beyond the
     hardware (free/fixed modes), PE dims beyond ``max_pe_dim``, buffers beyond
-    ``max_sp_kb``/``max_acc_kb``, and the hardware's area beyond ``area_budget_mm2``
-    (`perfmodels.energy.area_excess`: in min_hw mode the area of the hardware inferred from
-    the tiles, so the gradient shrinks the tiles that size it). With `hybrid`
+    ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond ``max_dram_bw_words``, and the
+    hardware's area beyond ``area_budget_mm2`` (`perfmodels.energy.area_excess`: in min_hw
+    mode the area of the hardware inferred from the tiles, so the gradient shrinks the tiles
+    that size it). With `hybrid`
     (`perfmodels.atformer.Hybrid`), every layer's cycles are multiplied by the surrogate's
     learned residual (differentiably).
     """
@@ -182,7 +186,8 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
                                          hwp, template, settings)
     excess = (metrics.overflow + metrics.fanout_excess).sum()
     for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
-                         (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb)):
+                         (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb),
+                         (hwp.dram_bw_words, settings.log_max_dram_bw)):
         excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
     if settings.area_budget_mm2 is not None:
         excess = excess + area_excess(template, hwp, settings.area_budget_mm2)
@@ -329,15 +334,17 @@ def run_round(thetas: relax.RelaxedPoint, opt_states: Any, masks: Any, scales: A
 
 @fast_jit
 def _decode_many(thetas: relax.RelaxedPoint, space: relax.RelaxSpace) -> Any:
-    maps, _ = jax.vmap(relax.decode, in_axes=(0, None))(thetas, space)
-    return maps
+    """Every start's mappings and DRAM words/cycle (the base hardware's unless free)."""
+    maps, hwp = jax.vmap(relax.decode, in_axes=(0, None))(thetas, space)
+    return maps, jnp.broadcast_to(hwp.dram_bw_words, maps.stages.shape[:1])
 
 
 # --------------------------------------------------------------------------- starts
 def random_hardware(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: int,
                     max_sp_kb: float | None, max_acc_kb: float | None) -> HardwareConfig:
     """DOSA's ``gen_random_hw_config`` within the bounds: PE dim 2^U{1..7}, buffers
-    2^U{0..11} KiB (seed 001 §6.6.1: random hardware starts, PE <= 128x128, 1 KB steps)."""
+    2^U{0..11} KiB (seed 001 §6.6.1: random hardware starts, PE <= 128x128, 1 KB steps). The
+    DRAM bandwidth is the base's: in ``free`` mode descent and refinement move it."""
     top = max(1, math.floor(math.log2(max_pe_dim)))
     pe = min(2 ** int(rng.integers(1, top + 1)), max_pe_dim)
 
@@ -474,9 +481,7 @@ def relaxed_from_mappings(space: relax.RelaxSpace, mappings: Sequence[Mapping],
         stage_logits=np.full((n_layers, n_levels), stage, np.float32))
     hw_point = None
     if space.hw_mode == "free":
-        src = hw or space.base_config
-        hw_point = relax.RelaxedHardware(*(np.float32(np.log(x)) for x in (
-            src.pe_rows, src.pe_cols, src.sp_kb, src.acc_kb)))
+        hw_point = relax.RelaxedHardware.of(hw or space.base_config)
     return relax.RelaxedPoint(mappings=maps, hw=hw_point)
 
 
@@ -539,7 +544,8 @@ class _Search:
         rounder_args = {"hw_mode": config.hw_mode, "aware": config.instruction_aware,
                         "max_pe_dim": config.max_pe_dim, "sram_step_kb": config.sram_step_kb,
                         "max_sp_kb": config.max_sp_kb, "max_acc_kb": config.max_acc_kb,
-                        "nearest": config.nearest, "area_budget_mm2": config.area_budget_mm2}
+                        "nearest": config.nearest, "area_budget_mm2": config.area_budget_mm2,
+                        "max_dram_bw_words": config.max_dram_bw_words}
         if config.predictor == "analytic":
             self.rounder = Rounder(hw, self.layers, **rounder_args)
         else:
@@ -556,6 +562,7 @@ class _Search:
             log_max_pe=math.log(config.max_pe_dim),
             log_max_sp_kb=big if config.max_sp_kb is None else math.log(config.max_sp_kb),
             log_max_acc_kb=big if config.max_acc_kb is None else math.log(config.max_acc_kb),
+            log_max_dram_bw=math.log(config.max_dram_bw_words),
             learning_rate=config.learning_rate, decay_steps=config.steps_per_start,
             lr_final_fraction=config.lr_final_fraction,
             round_steps=min(config.round_every, config.steps_per_start),
@@ -636,7 +643,7 @@ class _Search:
             try:
                 design = self.rounder.finish(*(np.stack([getattr(m, k) for m in mappings])[None]
                                                for k in ("temporal", "spatial", "order",
-                                                         "stages")))[0]
+                                                         "stages")), hw.dram_bw_words)[0]
             except InfeasibleError:
                 pass                # scored on its random hardware (rejected if it overflows)
         edp = network_edp(self.rounder.score([design]), self.counts)[0]
@@ -808,9 +815,10 @@ class _Search:
         # Round every start (a fixed batch: one compilation), score exactly, keep the
         # active starts' designs.
         idx = np.flatnonzero(active)
-        maps = jax.tree_util.tree_map(np.asarray, _decode_many(self.thetas, self.space))
+        maps, dram_bw = jax.tree_util.tree_map(np.asarray, _decode_many(self.thetas, self.space))
         orders = argmax_orders(maps.order_weights, maps.rank)
-        designs = self.rounder.round(maps.log_temporal, maps.log_spatial, orders, maps.stages)
+        designs = self.rounder.round(maps.log_temporal, maps.log_spatial, orders, maps.stages,
+                                     dram_bw)
         metrics = self.rounder.score(designs)
         self.samples += len(idx)
         edps, _, _ = network_edp(metrics, self.counts)
@@ -858,23 +866,31 @@ class _Search:
         candidates = np.asarray(self.space.orders[0, 0])
         owners, arrays = neighbours(self.rounder, best, pick, cfg.refine_moves, rng, candidates)
         extra = global_moves(self.rounder, best, candidates)[:GLOBAL_MOVES]
+        bw = best.hw.dram_bw_words
+        # free mode: the DRAM bandwidth halved and doubled (the same programs)
+        bw_moves = [] if cfg.hw_mode != "free" else [
+            x for x in self.rounder.round_bandwidth([bw / 2, bw * 2]) if x != bw]
+        extra += [(best.temporal, best.spatial, best.order, best.stages)] * len(bw_moves)
         if extra:
             owners = owners + [-1] * len(extra)
             arrays = tuple(np.concatenate([a, np.stack([x[i] for x in extra])])
                            for i, a in enumerate(arrays))
         T, S, O, ST = arrays
+        bws = np.concatenate([np.full(len(owners) - len(bw_moves), bw), bw_moves])
         owners = owners[:remaining]
         n = len(owners)
         if n == 0:
             return False
-        batch = k * cfg.refine_moves + GLOBAL_MOVES    # fixed batch size: one compilation
+        # fixed batch size: one compilation
+        batch = k * cfg.refine_moves + GLOBAL_MOVES + 2 * (cfg.hw_mode == "free")
         pad = batch - n
 
-        def padded(x: np.ndarray, base: np.ndarray) -> np.ndarray:
-            return np.concatenate([x[:n], np.repeat(base[None], pad, axis=0)])
+        def padded(x: np.ndarray, base: Any) -> np.ndarray:
+            return np.concatenate([x[:n], np.repeat(np.asarray(base)[None], pad, axis=0)])
 
         designs = self.rounder.finish(padded(T, best.temporal), padded(S, best.spatial),
-                                      padded(O, best.order), padded(ST, best.stages))[:n]
+                                      padded(O, best.order), padded(ST, best.stages),
+                                      padded(bws, bw))[:n]
         metrics = self.rounder.score(designs + [designs[0]] * pad)
         self.samples += n
         edps, _, _ = network_edp(metrics, self.counts)
@@ -892,7 +908,8 @@ class _Search:
                                best.stages.copy())
             for b, j in improving.items():
                 T2[b], S2[b], O2[b], ST2[b] = T[j, b], S[j, b], O[j, b], ST[j, b]
-            combined = self.rounder.finish(T2[None], S2[None], O2[None], ST2[None])
+            combined = self.rounder.finish(T2[None], S2[None], O2[None], ST2[None],
+                                           best.hw.dram_bw_words)
             edp_c = network_edp(self.rounder.score(combined), self.counts)[0]
             self.samples += 1
             self._consider(combined, edp_c)
@@ -1086,8 +1103,8 @@ def codesign(network: Network | str, template: str = "gemmini",
       network: a `workloads.Network`, a zoo name (``"resnet50"``) or an ONNX path.
       template: the accelerator template (``"gemmini"``); ignored if `hardware` is given.
       config: the search's hyperparameters (`CodesignConfig`).
-      hardware: base hardware; its template and fixed fields (DRAM bandwidth, word widths)
-        are kept, and in ``fixed`` mode it is the hardware.
+      hardware: base hardware; its template and fixed fields (word widths; DRAM bandwidth
+        unless ``free``) are kept, and in ``fixed`` mode it is the hardware.
       progress: show a progress bar (rich) on stderr.
       checkpoint: ``.npz`` path written every ``config.checkpoint_every`` rounds and at the end.
       resume: continue from `checkpoint` if it exists (same config required).

@@ -81,9 +81,13 @@ class CodesignConfig:
     remains.
 
     Hardware: ``hw_mode`` ``min_hw`` infers the smallest hardware holding every layer's tiles
-    (DOSA's min_hw, smooth during descent), ``free`` descends on PE dims and buffer sizes too,
-    ``fixed`` keeps the experiment's hardware. Rounded designs have PE dims <= ``max_pe_dim``
-    and buffers in ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb`` if set.
+    (DOSA's min_hw, smooth during descent), ``free`` descends on PE dims, buffer sizes and the
+    DRAM bandwidth too, ``fixed`` keeps the experiment's hardware. Rounded designs have PE dims
+    <= ``max_pe_dim`` and buffers in ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb``
+    if set. In ``free`` mode the DRAM bandwidth is a power of two words per cycle up to
+    ``max_dram_bw_words`` (its cost: the template's DRAM interface area and idle energy):
+    starts take the experiment's hardware's, and descent and refinement move it; the other
+    modes keep the experiment's hardware's.
 
     Refinement: the last ``refine_fraction`` of the budget explores ``refine_moves`` exact
     neighbours per layer and round around the best design, on the layers the importance
@@ -137,6 +141,7 @@ class CodesignConfig:
     sram_step_kb: float = 1.0
     max_sp_kb: float | None = None
     max_acc_kb: float | None = None
+    max_dram_bw_words: float = 64.0
     start_mappings: int = 4
     refine_fraction: float = 0.3
     refine_moves: int = 32
@@ -191,7 +196,7 @@ class CodesignConfig:
                               f"{self.init_softness}")
         if self.tau < 0:
             raise ConfigError(f"codesign.tau must be >= 0, got {self.tau}")
-        for key in ("max_sp_kb", "max_acc_kb"):
+        for key in ("max_sp_kb", "max_acc_kb", "max_dram_bw_words"):
             value = getattr(self, key)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"codesign.{key} must be a positive number, got {value}")

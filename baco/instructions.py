@@ -120,7 +120,8 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     through the model's own `latency` and `energy` functions, with the per-load latency on
     (``load_latency``: each tile load pays the template's DMA set-up and round trip, and the
     pipeline its fill, so stages beyond double buffering can hide it; see
-    `perfmodels.latency`). Not `aware` is the plain, Timeloop-equivalent model.
+    `perfmodels.latency`), and energy the levels' idle ``static_pj_per_cycle`` over those
+    cycles. Not `aware` is the plain, Timeloop-equivalent model.
     """
     if not aware:
         return model_evaluate(template, layer, hwp, m)
@@ -135,7 +136,7 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         updates=acc_pad.updates.at[top].set(acc_real.updates[top]),
         fills=acc_pad.fills.at[top].set(acc_real.fills[top]))
     lat = latency(template, acc, padded_m, lv, load_latency=True)
-    en = energy(template, acc, lv)
+    en = energy(template, acc, lv, lat.cycles)
     groups = layer.groups
     cycles, energy_pj = lat.cycles * groups, en.energy_pj * groups
     return out._replace(

@@ -143,7 +143,8 @@ class Rounder:
                  hw_mode: str = "min_hw", aware: bool = True, max_pe_dim: int = 128,
                  sram_step_kb: float = 1.0, max_sp_kb: float | None = None,
                  max_acc_kb: float | None = None, nearest: str = "log",
-                 area_budget_mm2: float | None = None) -> None:
+                 area_budget_mm2: float | None = None, max_dram_bw_words: float = 64.0
+                 ) -> None:
         if hw_mode not in _HW_MODES:
             raise ConfigError(f"rounding: hw_mode must be one of {_HW_MODES}, got {hw_mode!r}")
         if not layers:
@@ -159,6 +160,7 @@ class Rounder:
         self.max_kb = {"sp_kb": max_sp_kb, "acc_kb": max_acc_kb}
         self.linear = nearest == "linear"
         self.area_budget_mm2 = None if area_budget_mm2 is None else float(area_budget_mm2)
+        self.max_dram_bw_words = float(max_dram_bw_words)
         self.fusion: Any = None   # a baco.fusion.FusionPlan: chains scored fused where better
         try:
             self.pe_axes = instructions.array_axes(self.template)   # for narrowing the array
@@ -336,10 +338,18 @@ class Rounder:
         return Design(hw=hw, temporal=temporal, spatial=spatial, order=design.order.copy(),
                       stages=design.stages.copy())
 
+    def round_bandwidth(self, dram_bw_words: Any) -> np.ndarray:
+        """DRAM words/cycle ``[point]`` to buildable ones: the nearest power of two (in log),
+        from 1 to the largest within ``max_dram_bw_words``."""
+        top = max(0, math.floor(math.log2(self.max_dram_bw_words) + 1e-9))
+        exp = np.clip(np.rint(np.log2(np.asarray(dram_bw_words, np.float64))), 0, top)
+        return np.exp2(exp)
+
     def round(self, log_temporal: np.ndarray, log_spatial: np.ndarray, orders: np.ndarray,
-              stages: np.ndarray) -> list[Design]:
+              stages: np.ndarray, dram_bw_words: Any = None) -> list[Design]:
         """Designs from relaxed factors, orders ``[point, layer, level, 7]`` (innermost first,
-        as `perfmodels.relax` stores candidates) and continuous stages ``[point, layer, level]``.
+        as `perfmodels.relax` stores candidates), continuous stages ``[point, layer, level]``
+        and, in ``free`` mode, relaxed DRAM words/cycle ``[point]`` (`round_bandwidth`).
         """
         temporal, spatial = self.round_factors(log_temporal, log_spatial)
         if self.aware:
@@ -347,15 +357,21 @@ class Rounder:
         stage = np.clip(np.rint(np.asarray(stages, np.float64)), 1, MAX_STAGES).astype(np.int64)
         stage[..., -1] = 1
         order = np.asarray(orders, np.int64)[..., ::-1]
-        return self.finish(temporal, spatial, order, stage)
+        bw = None if dram_bw_words is None or self.hw_mode != "free" \
+            else self.round_bandwidth(dram_bw_words)
+        return self.finish(temporal, spatial, order, stage, bw)
 
     def finish(self, temporal: np.ndarray, spatial: np.ndarray, order: np.ndarray,
-               stages: np.ndarray) -> list[Design]:
+               stages: np.ndarray, dram_bw_words: Any = None) -> list[Design]:
         """Designs from integer arrays ``[point, layer, ...]`` (orders outermost first): infer
-        (or take) the hardware, repair tiles that overflow a bound, and round the hardware."""
+        (or take) the hardware, repair tiles that overflow a bound, and round the hardware.
+        `dram_bw_words` ``[point]`` (or one number) is each design's DRAM bandwidth (default:
+        the base hardware's)."""
         temporal, spatial, stages = temporal.copy(), spatial.copy(), stages.copy()
         points = temporal.shape[0]
-        hws = self._hardware(temporal, spatial, stages)
+        bws = np.broadcast_to(np.asarray(self.base_hw.dram_bw_words if dram_bw_words is None
+                                         else dram_bw_words, np.float64), (points,))
+        hws = self._hardware(temporal, spatial, stages, bws)
         for p in range(points):
             while True:
                 try:
@@ -369,10 +385,10 @@ class Rounder:
                         raise
                     self._narrow(temporal[p], spatial[p], dim // 2)
                     hws[p] = self._hardware(temporal[p:p + 1], spatial[p:p + 1],
-                                            stages[p:p + 1])[0]
+                                            stages[p:p + 1], bws[p:p + 1])[0]
             if repaired:
                 hws[p] = self._hardware(temporal[p:p + 1], spatial[p:p + 1],
-                                        stages[p:p + 1])[0]
+                                        stages[p:p + 1], bws[p:p + 1])[0]
             if self.area_budget_mm2 is not None and self.hw_mode != "fixed":
                 hws[p] = self._fit_budget(temporal[p], spatial[p], stages[p], hws[p])
         return [Design(hw=hws[p], temporal=temporal[p], spatial=spatial[p], order=order[p],
@@ -440,11 +456,12 @@ class Rounder:
                 break
             else:
                 return hw          # nothing left to cut
-            hw = self._hardware(temporal[None], spatial[None], stages[None])[0]
+            hw = self._hardware(temporal[None], spatial[None], stages[None],
+                                [hw.dram_bw_words])[0]
         return hw
 
-    def _hardware(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray
-                  ) -> list[HardwareConfig]:
+    def _hardware(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
+                  dram_bw_words: Sequence[float]) -> list[HardwareConfig]:
         points = temporal.shape[0]
         if self.hw_mode == "fixed":
             return [self.base_hw] * points
@@ -464,7 +481,8 @@ class Rounder:
             out.append(dataclasses.replace(
                 self.base_hw, pe_rows=max(1, math.ceil(float(hwp.pe_rows[p]) - 1e-4)),
                 pe_cols=max(1, math.ceil(float(hwp.pe_cols[p]) - 1e-4)),
-                sp_kb=kb(hwp.sp_kb[p]), acc_kb=kb(hwp.acc_kb[p]), name="baco"))
+                sp_kb=kb(hwp.sp_kb[p]), acc_kb=kb(hwp.acc_kb[p]),
+                dram_bw_words=float(dram_bw_words[p]), name="baco"))
         return out
 
     def _repair(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,

@@ -379,7 +379,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
 
     def hardware(hw: dict[str, Any]) -> str:
         return (f"{hw['pe_rows']}x{hw['pe_cols']} PEs, scratchpad {hw['sp_kb']:g} KB, "
-                f"accumulator {hw['acc_kb']:g} KB")
+                f"accumulator {hw['acc_kb']:g} KB, DRAM {hw['dram_bw_words']:g} words/cycle")
 
     def versus(ratio: float | None) -> str:
         if ratio is None:

@@ -383,13 +383,15 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
 
 def trace_energy(counts: TraceCounts, hw: HardwareConfig) -> Energy:
     """Energy of one simulated layer on `hw`: `perfmodels.energy.energy` (MACs x EPA_PE + sum
-    over levels of accesses x EPA) on the trace's counts (`trace_accesses`)."""
+    over levels of accesses x EPA, plus the levels' idle energy over the simulated cycles) on
+    the trace's counts (`trace_accesses`)."""
     template = hw.template_spec
     zeros = np.zeros_like(counts.reads)
     acc = Accesses(macs=np.float64(counts.array_macs), tile_words=zeros, fills=counts.fills,
                    reads=counts.reads, updates=counts.updates,
                    log_refills=np.zeros(template.num_levels))
-    out = energy(template, acc, level_arrays(template, hw.to_params(), np))
+    out = energy(template, acc, level_arrays(template, hw.to_params(), np),
+                 np.float64(counts.cycles))
     return Energy(*(np.asarray(x, np.float64) for x in out))
 
 

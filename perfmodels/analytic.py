@@ -123,12 +123,13 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     `template` and `load_latency`; grad-safe in every float input).
 
     `load_latency` charges every tile load the template's fixed ``latency_cycles`` and the
-    pipeline's fill (`perfmodels.latency`); off (the default) is the Timeloop-equivalent
-    roofline that ``baco validate timeloop`` checks."""
+    pipeline's fill (`perfmodels.latency`), and every level its idle energy per cycle
+    (``static_pj_per_cycle``); off (the default) is the Timeloop-equivalent roofline that
+    ``baco validate timeloop`` checks."""
     lv = level_arrays(template, hwp)
     acc: Accesses = accesses(template, layer, m)
     lat = latency(template, acc, m, lv, load_latency)
-    en = energy(template, acc, lv)
+    en = energy(template, acc, lv, lat.cycles if load_latency else None)
     groups = layer.groups
     cycles = lat.cycles * groups
     energy_pj = en.energy_pj * groups

@@ -6,7 +6,8 @@ word. Area is the template's documented per-KiB figure times the capacity of eve
 plus a per-PE figure times the PEs; it is an estimate for comparing designs, not calibrated.
 `hardware_area_mm2` is that formula for any hardware (relaxed or discrete); every search's
 area budget uses it (`area_excess`, the relaxed penalty; `config_area_mm2`, the hard checks;
-`check_area_budget`, the config check against `smallest_area_mm2`).
+`check_area_budget`, the config check against `smallest_area_mm2`). A level's fixed
+``area_mm2`` (the DRAM interface's, which grows with its width) is part of the same sum.
 """
 
 from __future__ import annotations
@@ -32,10 +33,15 @@ class Energy(NamedTuple):
     level_accesses: Any     # [level] words
 
 
-def energy(template: Template, acc: Accesses, lv: LevelArrays) -> Energy:
+def energy(template: Template, acc: Accesses, lv: LevelArrays, cycles: Any = None) -> Energy:
+    """Energy of the counted accesses and MACs; with `cycles` (the instruction-aware model and
+    the simulated yardstick), each level's idle energy ``static_pj_per_cycle`` for as long as
+    the work runs, in that level's share."""
     keeps = jnp.asarray(template.keeps_mask)
     per_level = (jnp.where(keeps, acc.reads + acc.updates + acc.fills, 0.0)).sum(-1)
     level_pj = per_level * lv.energy_pj
+    if cycles is not None:
+        level_pj = level_pj + cycles * lv.static_pj_per_cycle
     mac_pj = acc.macs * lv.mac_energy_pj
     return Energy(energy_pj=mac_pj + level_pj.sum(), level_pj=level_pj, mac_pj=mac_pj,
                   level_accesses=per_level)

@@ -457,7 +457,8 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
              .at[reg, W].set(preloads * d * d))
     out = energy(template, Accesses(macs=array_macs, tile_words=zeros, fills=fills,
                                     reads=reads, updates=updates,
-                                    log_refills=jnp.zeros(template.num_levels)), lv)
+                                    log_refills=jnp.zeros(template.num_levels)), lv,
+                 cycles if load_latency else None)
     return cycles, out.energy_pj, dram
 
 

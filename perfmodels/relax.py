@@ -19,8 +19,8 @@ relaxed and the exact score come from the same `perfmodels.analytic.evaluate`:
   started from a mapping starts at that mapping's own order.
 * **Pipeline stages, continuous** in ``[1, MAX_STAGES]`` through a sigmoid.
 * **Hardware**, three modes (`RelaxSpace.hw_mode`): ``"fixed"`` (a given `HardwareConfig`),
-  ``"free"`` (log PE dims and buffer KiB are variables within `FREE_HW_BOUNDS`; overflow is
-  the caller's penalty, as in `edp_loss`), or
+  ``"free"`` (log PE dims, buffer KiB and DRAM words/cycle are variables within
+  `FREE_HW_BOUNDS`; overflow is the caller's penalty, as in `edp_loss`), or
   ``"min_hw"``: DOSA's minimal hardware that holds every layer's tiles, with a smooth max over
   layers (``tau * logsumexp(log x / tau)``, which bounds the max from above).
 
@@ -73,9 +73,9 @@ CANDIDATE_ORDERS = {
     "output_stationary": _order("RSCKPQN"),
 }
 HW_MODES = ("fixed", "free", "min_hw")
-FREE_HW_BOUNDS = {"pe": (1.0, 1024.0), "kb": (1.0 / 64.0, 65536.0)}
-"""Range of ``"free"`` hardware (PE rows/columns; buffer KiB): the log variables are clipped
-to it, so no input overflows the model."""
+FREE_HW_BOUNDS = {"pe": (1.0, 1024.0), "kb": (1.0 / 64.0, 65536.0), "bw": (0.25, 1024.0)}
+"""Range of ``"free"`` hardware (PE rows/columns; buffer KiB; DRAM words per cycle): the log
+variables are clipped to it, so no input overflows the model."""
 _LOGIT_FLOOR = -1e9
 _EPS = 1e-12
 
@@ -96,12 +96,19 @@ class RelaxedMapping(NamedTuple):
 
 
 class RelaxedHardware(NamedTuple):
-    """Log PE rows/columns and log buffer KiB (``"free"`` mode)."""
+    """Log PE rows/columns, log buffer KiB and log DRAM words per cycle (``"free"`` mode)."""
 
     log_pe_rows: Any
     log_pe_cols: Any
     log_sp_kb: Any
     log_acc_kb: Any
+    log_dram_bw_words: Any
+
+    @classmethod
+    def of(cls, hw: Any) -> RelaxedHardware:
+        """The point of a `HardwareConfig` or `HwParams`."""
+        return cls(*(np.log(np.asarray(getattr(hw, f), np.float32)) for f in (
+            "pe_rows", "pe_cols", "sp_kb", "acc_kb", "dram_bw_words")))
 
 
 class RelaxedPoint(NamedTuple):
@@ -294,7 +301,8 @@ def decode(theta: RelaxedPoint, space: RelaxSpace) -> tuple[MappingArrays, HwPar
         rows = bounded(h.log_pe_rows, "pe")
         cols = rows if template.square_array else bounded(h.log_pe_cols, "pe")
         hwp = _with(space.base, pe_rows=rows, pe_cols=cols, sp_kb=bounded(h.log_sp_kb, "kb"),
-                    acc_kb=bounded(h.log_acc_kb, "kb"))
+                    acc_kb=bounded(h.log_acc_kb, "kb"),
+                    dram_bw_words=bounded(h.log_dram_bw_words, "bw"))
     else:
         hwp = infer_hw(template, space.base, space.layers, maps, space.tau)
     return maps, hwp
@@ -382,9 +390,7 @@ def order_scores(mapping: Mapping) -> np.ndarray:
 def _hw_point(space: RelaxSpace) -> RelaxedHardware | None:
     if space.hw_mode != "free":
         return None
-    b = space.base
-    return RelaxedHardware(*(np.log(np.asarray(x, np.float32))
-                             for x in (b.pe_rows, b.pe_cols, b.sp_kb, b.acc_kb)))
+    return RelaxedHardware.of(space.base)
 
 
 def init_random(key: Any, space: RelaxSpace, scale: float = 1.0,

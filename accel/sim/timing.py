@@ -16,11 +16,12 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 
 * mvin / mvout: the DMA issues one request per DRAM row chunk of at most ``dma_max_bytes``;
   requests leave at most one per cycle and at most ``max_inflight_requests`` per
-  ``dram_latency_cycles`` (the in-flight limit), and the bytes cross the bus at
-  ``min(dma_bus_bytes_per_cycle, hw DRAM bytes/cycle)``, a channel the load and store queues
-  share. An mvin completes ``dram_latency_cycles + mvin_write_cycles`` after its last beat; an
-  mvout reads one accumulator row per cycle through the scaling pipeline and completes
-  ``dram_latency_cycles`` (the write acknowledgement) after its last beat.
+  ``dram_latency_cycles`` (the in-flight limit), and the bytes cross the bus at the
+  hardware's DRAM bytes/cycle (capped by ``dma_bus_bytes_per_cycle`` if that is set), a
+  channel the load and store queues share. An mvin completes ``dram_latency_cycles +
+  mvin_write_cycles`` after its last beat; an mvout reads one accumulator row per cycle
+  through the scaling pipeline and completes ``dram_latency_cycles`` (the write
+  acknowledgement) after its last beat.
 * mvout_spad (baco extension): the store queue reads one accumulator row per cycle through
   the same scaling pipeline as an mvout and writes it to the scratchpad; no DMA and no DRAM
   latency: done ``mvout_read_cycles + spad_write_cycles`` after the last row is read.
@@ -71,9 +72,12 @@ class TimingTable:
     rs_entries_load: int = 8
     rs_entries_execute: int = 16
     rs_entries_store: int = 4
-    # DMA: dma_buswidth = 128 bits -> 16 bytes per beat; dma_maxbytes = 64 per request;
-    # max_in_flight_mem_reqs = 64 outstanding requests (defaultConfig; older builds had 16).
-    dma_bus_bytes_per_cycle: int = 16
+    # DMA: dma_buswidth is a generator parameter (defaultConfig: 128 bits, the 16 bytes/cycle
+    # of the RTL runs' hardware, `accel.sim.rtl`); 0 builds it as wide as the hardware's DRAM
+    # bandwidth (dram_bw_words, a design variable in hw_mode free), a positive value fixes it.
+    # dma_maxbytes = 64 per request; max_in_flight_mem_reqs = 64 outstanding requests
+    # (defaultConfig; older builds had 16).
+    dma_bus_bytes_per_cycle: int = 0
     dma_max_bytes: int = 64
     max_inflight_requests: int = 64
     # Round trip of a DMA request through the system bus to the shared L2 and back, in
@@ -109,15 +113,16 @@ class TimingTable:
         for name in ("rs_entries_load", "rs_entries_execute", "rs_entries_store"):
             if not 1 <= getattr(self, name) <= RS_CAPACITY:
                 raise ConfigError(f"TimingTable.{name} must be 1..{RS_CAPACITY}")
-        for name in ("dma_bus_bytes_per_cycle", "dma_max_bytes", "max_inflight_requests",
+        for name in ("dma_max_bytes", "max_inflight_requests",
                      "issue_cycles", "fsm_issue_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TimingTable.{name} must be at least 1")
 
     def bytes_per_cycle(self, hw: Any) -> float:
-        """DMA bandwidth: the bus width, or the hardware's DRAM bandwidth if that is lower."""
+        """DMA bandwidth: the hardware's DRAM bandwidth, or a fixed bus if that is narrower."""
         dram = float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
-        return min(float(self.dma_bus_bytes_per_cycle), dram)
+        bus = float(self.dma_bus_bytes_per_cycle)
+        return min(bus, dram) if bus > 0 else dram
 
     def request_interval_cycles(self) -> float:
         """Cycles between DMA requests: one per cycle, or fewer when the in-flight limit binds."""

@@ -113,11 +113,15 @@ def test_memory_parameters_move_cycles_the_right_way():
     slow_dram = run(prog.trace, HW, prog.image,
                     timing_table=TimingTable(dram_latency_cycles=400)).cycles
     narrow = run(prog.trace, dataclasses.replace(HW, dram_bw_words=2.0), prog.image).cycles
-    wide = run(prog.trace, dataclasses.replace(HW, dram_bw_words=64.0), prog.image).cycles
+    wide_hw = dataclasses.replace(HW, dram_bw_words=64.0)
+    wide = run(prog.trace, wide_hw, prog.image).cycles
+    fixed_bus = run(prog.trace, wide_hw, prog.image,
+                    timing_table=TimingTable(dma_bus_bytes_per_cycle=16)).cycles
     few_inflight = run(prog.trace, HW, prog.image,
                        timing_table=TimingTable(max_inflight_requests=2)).cycles
     assert slow_dram > base and narrow > base and few_inflight > base
-    assert wide <= base  # the 16-byte bus caps what a wider DRAM can give
+    assert wide < base          # the DMA bus is built as wide as the DRAM bandwidth
+    assert wide <= fixed_bus    # a fixed 16-byte bus caps what a wider DRAM can give
 
 
 def test_a_smaller_reservation_station_never_helps():

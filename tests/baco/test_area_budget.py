@@ -30,7 +30,9 @@ NET = workloads.Network.from_layers("two", [Layer.gemm(M=128, K_red=256, N_out=2
 SMALL = workloads.Network.from_layers("small", [Layer.gemm(M=64, K_red=128, N_out=128)])
 TINY_CFG = CodesignConfig(seed=0, budget_samples=120, starts=2, steps_per_start=40,
                           round_every=10, start_mappings=2, refine_moves=4)
-BUDGET = 0.25
+PORT = 0.16
+"""mm2: the DRAM interface of the gemmini default (8 words/cycle x 0.02), in every area."""
+BUDGET = 0.25 + PORT
 """mm2: the unbudgeted co-design of NET at TINY_CFG finds ~5 mm2 (64x64 PEs)."""
 
 
@@ -40,9 +42,11 @@ def _area(hw: HardwareConfig) -> float:
 
 # --------------------------------------------------------------------------- the formula
 def test_gemmini_default_area_and_smallest_design():
-    # 16x16 PEs x 0.0008 + 256 KiB x 0.004 + 64 KiB x 0.008 (accel/templates/gemmini.yaml)
-    assert _area(GEMMINI) == pytest.approx(0.2048 + 1.024 + 0.512, rel=1e-6)
-    assert smallest_area_mm2(GEMMINI) == pytest.approx(0.0008 + 0.004 + 0.008, rel=1e-6)
+    # 16x16 PEs x 0.0008 + 256 KiB x 0.004 + 64 KiB x 0.008 + 8 DRAM words/cycle x 0.02
+    # (accel/templates/gemmini.yaml)
+    assert _area(GEMMINI) == pytest.approx(0.2048 + 1.024 + 0.512 + 0.16, rel=1e-6)
+    assert smallest_area_mm2(GEMMINI) == pytest.approx(0.0008 + 0.004 + 0.008 + 0.16,
+                                                       rel=1e-6)
     # the relaxed formula is the exact one
     assert float(hardware_area_mm2(GEMMINI.template_spec, GEMMINI.to_params())) == \
         pytest.approx(_area(GEMMINI), rel=1e-6)
@@ -52,9 +56,9 @@ def test_gemmini_default_area_and_smallest_design():
 def _settings(budget):
     big = math.log(1e12)
     return Settings(aware=True, penalty=10.0, log_max_pe=math.log(128), log_max_sp_kb=big,
-                    log_max_acc_kb=big, learning_rate=0.05, decay_steps=10,
-                    lr_final_fraction=0.1, round_steps=10, objective=objective,
-                    area_budget_mm2=budget)
+                    log_max_acc_kb=big, log_max_dram_bw=math.log(64), learning_rate=0.05,
+                    decay_steps=10, lr_final_fraction=0.1, round_steps=10,
+                    objective=objective, area_budget_mm2=budget)
 
 
 def _inferred_area(theta, space):
@@ -67,7 +71,7 @@ def _inferred_area(theta, space):
 def test_penalty_gradient_shrinks_free_hardware():
     space = relax.RelaxSpace.create(GEMMINI, list(NET.layers), hw_mode="free")
     theta = relax.init_random(jax.random.PRNGKey(1), space)
-    hw = relax.RelaxedHardware(*(jnp.float32(np.log(x)) for x in (64, 64, 512, 256)))
+    hw = relax.RelaxedHardware(*(jnp.float32(np.log(x)) for x in (64, 64, 512, 256, 32)))
 
     def area(h):
         return hardware_area_mm2(space.template, relax.decode(theta._replace(hw=h), space)[1])
@@ -76,7 +80,8 @@ def test_penalty_gradient_shrinks_free_hardware():
     grad = jax.grad(lambda h: area_excess(space.template,
                                           relax.decode(theta._replace(hw=h), space)[1],
                                           start / 4))(hw)
-    assert all(float(g) > 0 for g in (grad.log_pe_rows, grad.log_sp_kb, grad.log_acc_kb))
+    assert all(float(g) > 0 for g in (grad.log_pe_rows, grad.log_sp_kb, grad.log_acc_kb,
+                                      grad.log_dram_bw_words))
     shrunk = jax.tree_util.tree_map(lambda x, g: x - 0.1 * g, hw, grad)
     assert float(area(shrunk)) < start
 
@@ -88,7 +93,7 @@ def test_penalty_gradient_pushes_the_relaxed_area_down(hw_mode):
     theta = relax.init_random(jax.random.PRNGKey(1), space)
     if hw_mode == "free":   # a large free array and buffers
         theta = theta._replace(hw=relax.RelaxedHardware(*(jnp.float32(np.log(x))
-                                                          for x in (64, 64, 512, 256))))
+                                                          for x in (64, 64, 512, 256, 32))))
 
     def area_of(th):
         if hw_mode == "min_hw":
@@ -141,15 +146,15 @@ def test_rounding_fits_or_rejects_designs_over_the_budget():
     orders = np.tile(np.arange(7), (1, 1, 4, 1))
     stages = np.full((1, 1, 4), 2.0)
     free = Rounder(GEMMINI, layers).round(log_t, log_s, orders, stages)[0]
-    assert _area(free.hw) > 0.1
-    for budget in (0.1, 0.03, smallest_area_mm2(GEMMINI)):
+    assert _area(free.hw) > 0.1 + PORT
+    for budget in (0.1 + PORT, 0.03 + PORT, smallest_area_mm2(GEMMINI)):
         r = Rounder(GEMMINI, layers, area_budget_mm2=budget)
         design = r.round(log_t, log_s, orders, stages)[0]
         assert _area(design.hw) <= budget * (1 + 1e-6)
         r.check(design)                              # valid, and within the budget
         assert np.isfinite(r.score([design]).edp).all()
     # a design over the budget scores an infinite EDP and fails the check
-    tight = Rounder(GEMMINI, layers, area_budget_mm2=0.1)
+    tight = Rounder(GEMMINI, layers, area_budget_mm2=0.1 + PORT)
     assert np.isinf(tight.score([free]).edp).all()
     with pytest.raises(InfeasibleError, match="area_budget_mm2"):
         tight.check(free)
@@ -171,7 +176,7 @@ def test_budgeted_codesign_stays_within_the_budget(unbudgeted):
 
 
 def test_codesign_refuses_a_budget_below_the_smallest_design():
-    with pytest.raises(ConfigError, match=r"codesign\.area_budget_mm2.*0\.0128"):
+    with pytest.raises(ConfigError, match=r"codesign\.area_budget_mm2.*0\.1728"):
         codesign(SMALL, config=TINY_CFG.replace(area_budget_mm2=0.001))
 
 
@@ -190,19 +195,19 @@ def test_dosa_is_held_to_the_budget():
 def test_random_search_rejects_hardware_over_the_budget():
     from baco.search.random_search import random_search
     result = random_search(SMALL, budget_samples=60, seed=0, mappings_per_hw=10,
-                           area_budget_mm2=0.1)
-    assert _area(result.hardware) <= 0.1
+                           area_budget_mm2=0.1 + PORT)
+    assert _area(result.hardware) <= 0.1 + PORT
     assert all(_area(HardwareConfig(pe_rows=c["pe"], pe_cols=c["pe"], sp_kb=c["sp_kb"],
-                                    acc_kb=c["acc_kb"])) <= 0.1
+                                    acc_kb=c["acc_kb"])) <= 0.1 + PORT
                for c in result.extra["hardware"])
     assert result.extra["over_budget_hardware"] > 0
     with pytest.raises(InfeasibleError, match="area_budget_mm2"):
-        random_search(SMALL, budget_samples=10, seed=0, area_budget_mm2=0.013)
+        random_search(SMALL, budget_samples=10, seed=0, area_budget_mm2=0.013 + PORT)
 
 
 def test_bayes_opt_draws_and_ranks_only_hardware_within_the_budget():
     from baco.search.bayes_opt import bayes_opt
-    budget = 0.3
+    budget = 0.3 + PORT
     result = bayes_opt(SMALL, budget_samples=36, seed=0, area_budget_mm2=budget)
     assert result.samples == 36
     assert _area(result.hardware) <= budget
@@ -210,7 +215,7 @@ def test_bayes_opt_draws_and_ranks_only_hardware_within_the_budget():
         assert _area(HardwareConfig(pe_rows=c["pe"], pe_cols=c["pe"], sp_kb=c["sp_kb"],
                                     acc_kb=c["acc_kb"])) <= budget
     with pytest.raises(InfeasibleError, match="area_budget_mm2"):
-        bayes_opt(SMALL, budget_samples=16, seed=0, area_budget_mm2=0.05)
+        bayes_opt(SMALL, budget_samples=16, seed=0, area_budget_mm2=0.05 + PORT)
 
 
 def test_fixed_hardware_baselines_record_the_budget():
@@ -256,13 +261,13 @@ def test_a_bad_budget_is_one_line_naming_the_field_and_the_smallest_area(tmp_pat
         ExperimentConfig.load(path)
     message = str(info.value)
     assert "\n" not in message
-    assert "codesign.area_budget_mm2" in message and "0.0128 mm2" in message
+    assert "codesign.area_budget_mm2" in message and "0.1728 mm2" in message
     assert str(path) in message
 
 
 def test_fixed_mode_budget_below_the_fixed_hardware(tmp_path):
     path = _config(tmp_path, area_budget_mm2=1.0, hw_mode="fixed")
-    with pytest.raises(ConfigError, match=r"codesign\.area_budget_mm2.*1\.741 mm2"):
+    with pytest.raises(ConfigError, match=r"codesign\.area_budget_mm2.*1\.901 mm2"):
         ExperimentConfig.load(path)
     ok = ExperimentConfig.load(_config(tmp_path, area_budget_mm2=0.5))
     assert ok.codesign.area_budget_mm2 == 0.5
@@ -273,7 +278,7 @@ def test_baco_run_with_a_bad_budget_exits_2_and_writes_nothing(tmp_path, capsys)
     out = tmp_path / "out"
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "codesign.area_budget_mm2" in err and "0.0128" in err
+    assert "codesign.area_budget_mm2" in err and "0.1728" in err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()
 
@@ -292,7 +297,7 @@ def test_pareto_front():
 def test_area_sweep_writes_the_pareto_front(tmp_path):
     from baco.reproduce import reproduce
     spec = {"name": "area_tiny", "kind": "area_sweep", "params": {
-        "networks": ["bert:seq=16"], "area_budgets_mm2": [0.3, 2.0, None],
+        "networks": ["bert:seq=16"], "area_budgets_mm2": [0.3 + PORT, 2.0, None],
         "reference": "Random",
         "methods": [
             {"label": "Default", "search": "gemmini_default", "budget": 1},
@@ -328,5 +333,5 @@ def test_area_sweep_refuses_a_budget_below_the_smallest_design(tmp_path):
         "methods": [{"label": "B", "search": "baco", "budget": 10}]}}
     path = tmp_path / "sweep_x.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(ConfigError, match=r"area_budgets_mm2\[0\].*0\.0128"):
+    with pytest.raises(ConfigError, match=r"area_budgets_mm2\[0\].*0\.1728"):
         plan(str(path))

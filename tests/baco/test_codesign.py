@@ -99,8 +99,9 @@ def test_run_round_goes_back_to_the_last_finite_point():
         return jnp.where(x > x0 + 0.25, jnp.nan, loss), (loss, loss)
 
     settings = Settings(aware=False, penalty=1.0, log_max_pe=5.0, log_max_sp_kb=30.0,
-                        log_max_acc_kb=30.0, learning_rate=0.1, decay_steps=100,
-                        lr_final_fraction=1.0, round_steps=6, objective=climbing)
+                        log_max_acc_kb=30.0, log_max_dram_bw=4.0, learning_rate=0.1,
+                        decay_steps=100, lr_final_fraction=1.0, round_steps=6,
+                        objective=climbing)
     opt = codesign_module.make_optimizer(settings)
     thetas = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], theta)
     states = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], opt.init(theta))

@@ -78,7 +78,8 @@ def test_simulated_latency_is_the_count_weighted_functional_cycles(scored):
 
 def test_dram_energy_follows_the_lowering_bytes(scored):
     design, y = scored
-    epa = level_arrays(HW.template_spec, y.simulated.hardware.to_params(), np).energy_pj
+    lv = level_arrays(HW.template_spec, y.simulated.hardware.to_params(), np)
+    epa, idle = lv.energy_pj, lv.static_pj_per_cycle
     for layer, mapping, sim in zip(LAYERS, design.mappings(), y.layers):
         low = lower(layer, mapping, y.simulated.hardware,
                     epilogue=split_epilogue(layer.epilogue)[0])
@@ -95,7 +96,9 @@ def test_dram_energy_follows_the_lowering_bytes(scored):
     low = lower(layer, mapping, HW, epilogue=("relu",))
     assert low.stats.partial_spills == 0
     words = low.stats.dram_read_bytes + low.stats.dram_write_bytes
-    assert sim.level_pj[DRAM] == pytest.approx(words * float(epa[DRAM]), rel=1e-6)
+    # the words moved, and the interface's idle energy over the simulated cycles
+    assert sim.level_pj[DRAM] == pytest.approx(
+        words * float(epa[DRAM]) + sim.cycles * float(idle[DRAM]), rel=1e-6)
     assert sim.macs == layer.macs and sim.array_macs == low.stats.array_macs
 
 
@@ -230,8 +233,8 @@ def test_batched_runs_agree_with_one_by_one(monkeypatch):
 
 def test_a_fused_chain_is_judged_from_its_one_trace():
     """`simulate_chain`: a GEMM chain's DRAM energy is its trace's bytes (int8: a word each) at
-    the DRAM's energy per word, with C never moved; the same two layers unfused (each lowered
-    alone, C through DRAM) move more and spend more there."""
+    the DRAM's energy per word, and the interface's idle energy, with C never moved; the same
+    two layers unfused (each lowered alone, C through DRAM) move more and spend more there."""
     from accel.lower import lower_gemm_chain
     from baco.search.gemmini_tiler import gemmini_mapping
 
@@ -242,8 +245,9 @@ def test_a_fused_chain_is_judged_from_its_one_trace():
     moved = sum(low.dram_read_bytes.values()) + low.dram_write_bytes["E"]
     assert (fused.dram_read_bytes, fused.dram_write_bytes) == (
         sum(low.dram_read_bytes.values()), low.dram_write_bytes["E"])
-    dram_pj = float(level_arrays(HW.template_spec, HW.to_params(), np).energy_pj[DRAM])
-    assert fused.level_pj[DRAM] == pytest.approx(dram_pj * moved)
+    lv = level_arrays(HW.template_spec, HW.to_params(), np)
+    dram_pj, idle = float(lv.energy_pj[DRAM]), float(lv.static_pj_per_cycle[DRAM])
+    assert fused.level_pj[DRAM] == pytest.approx(dram_pj * moved + idle * fused.cycles)
     assert fused.macs == first.macs + second.macs and fused.cycles > 0
     design = design_of(HW, [gemmini_mapping(x, HW)[0] for x in (first, second)])
     _, apart = ys.simulate_design([first, second], [1, 1], design, cache=ys.SimCache())
