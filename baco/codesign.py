@@ -20,9 +20,8 @@ is kept. A start whose steps are used up makes way for a new random one.
 
 **Refinement** (the rest). Rounding loses part of what descent found; exact local moves around
 the best design (`baco.refine`; in free mode also the bandwidth halved and doubled) win some
-of it back. The importance scheduler
-(`baco.importance`, §6.5, Eq. 6.7-6.9) picks the layers each round explores and abandons those
-that stop improving; without it the layers take turns. With ``importance.mask_descent`` it
+of it back. The importance scheduler (`baco.importance`, §6.5, Eq. 6.7-6.9) picks the layers
+each round explores and abandons those that stop improving; without it the layers take turns. With ``importance.mask_descent`` it
 also chooses which layers take each descent round's steps (the others' updates masked).
 
 Sample accounting (`baco.result`): a gradient step of one start, the exact score of one
@@ -163,9 +162,8 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
     ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond ``max_dram_bw_words``, and the
     hardware's area beyond ``area_budget_mm2`` (`perfmodels.energy.area_excess`: in min_hw
     mode the area of the hardware inferred from the tiles, so the gradient shrinks the tiles
-    that size it). With `hybrid`
-    (`perfmodels.atformer.Hybrid`), every layer's cycles are multiplied by the surrogate's
-    learned residual (differentiably).
+    that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's cycles are
+    multiplied by the surrogate's learned residual (differentiably).
     """
     maps, hwp = relax.decode(theta, space)
     template = space.template

@@ -17,6 +17,10 @@ Wall-clock times appear only in ``history.csv``: ``results.json`` is a function 
 alone, so the same seed gives the same file, and a run killed and resumed (``--resume``, from
 ``DIR/checkpoint/``) gives the same file as one that was not.
 
+With ``hw_mode: free`` the co-design picks the DRAM bandwidth; every baseline then runs with
+the bandwidth BACO's design has (`baseline_hardware`), so the ratios compare searches, not
+memory systems (each method's hardware and area are in the results).
+
 Every method's design is scored on one scorer (`baco.rounding.common_score`): when the
 co-design is instruction-aware, the design as DIM x DIM instructions run it (array axes filled
 where the dims allow, padded rows and columns counted, buffers grown or tiles shrunk to hold
@@ -27,6 +31,7 @@ model's figure of every design too, and ``edp_as_reported`` what the search itse
 from __future__ import annotations
 
 import csv
+import dataclasses
 import inspect
 import io
 import json
@@ -40,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from accel.arch import HardwareConfig
 from baco.config import ExperimentConfig
 from baco.fusion import fused_chains
 from baco.result import CodesignResult
@@ -131,15 +137,26 @@ it reports while it runs: the plain analytic model (the Timeloop-equivalent one 
 optimizes)."""
 
 
+def baseline_hardware(config: ExperimentConfig, baco: CodesignResult) -> HardwareConfig:
+    """The hardware a baseline starts from: the experiment's, with BACO's DRAM bandwidth when
+    the co-design chose it (``hw_mode: free``) -- no baseline search picks a bandwidth, so each
+    gets the memory system BACO's design bought, and the ratios measure the searches."""
+    hardware = config.hardware_config()
+    if config.codesign.hw_mode != "free":
+        return hardware
+    return dataclasses.replace(hardware, dram_bw_words=baco.hardware.dram_bw_words)
+
+
 def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, options: dict,
-                  config: ExperimentConfig, progress: bool) -> CodesignResult:
+                  config: ExperimentConfig, hardware: HardwareConfig, progress: bool
+                  ) -> CodesignResult:
     from baco.codesign import Progress
 
     kwargs = {"budget_samples": config.codesign.budget_samples, "seed": config.codesign.seed}
     kwargs.update(options)
     params = inspect.signature(fn).parameters
     if "hardware" in params and "hardware" not in kwargs:
-        kwargs["hardware"] = config.hardware_config()
+        kwargs["hardware"] = hardware
     budget = config.codesign.area_budget_mm2
     if budget is not None and "area_budget_mm2" in params:
         kwargs.setdefault("area_budget_mm2", budget)    # the same area budget as BACO's
@@ -247,7 +264,8 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
                  progress)
             continue
         found[spec.name] = _run_baseline(spec.name, registry[spec.name], network,
-                                         dict(spec.options), config, progress)
+                                         dict(spec.options), config,
+                                         baseline_hardware(config, result), progress)
         write_atomic(path, found[spec.name].to_json())
         _say(f"{spec.name}: EDP {found[spec.name].edp:.4g} on the {BASELINE_YARDSTICK}, its "
              f"own objective ({found[spec.name].samples} samples)", progress)
@@ -422,5 +440,5 @@ def main_run(config: str, out: str | None, resume: bool, quiet: bool,
     return 0
 
 
-__all__ = ["baselines", "history_csv", "main_run", "output_dir", "results_document",
-           "run_experiment", "write_kernels"]
+__all__ = ["baseline_hardware", "baselines", "history_csv", "main_run", "output_dir",
+           "results_document", "run_experiment", "write_kernels"]

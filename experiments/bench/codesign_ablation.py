@@ -17,7 +17,8 @@ Variants (each a change of `baco.CodesignConfig` from the experiment config's):
 
 Every design is judged on the three yardsticks (`baco.yardsticks`: simulated, instruction-aware,
 plain). Prints one JSON object: per variant and seed the EDPs, samples and seconds, and per
-variant the geometric mean EDP on each yardstick and its ratio to ``full``'s.
+variant the geometric mean EDP on each yardstick and its ratio to ``full``'s, and each
+design's hardware (PE dim, buffers, DRAM words/cycle, area by the template's model).
 
     .venv/bin/python experiments/bench/codesign_ablation.py \\
         [--config experiments/configs/resnet50.yaml] [--seeds 0 1 2] [--variants ...] \\
@@ -38,6 +39,7 @@ from baco.config import ExperimentConfig
 from baco.networks import load_network
 from baco.rounding import design_of
 from baco.yardsticks import YARDSTICKS, yardsticks
+from perfmodels.energy import config_area_mm2
 
 VARIANTS = ("full", "no_descent", "no_refinement", "starts_only", "importance", "uniform",
             "mask_descent", "agnostic")
@@ -99,11 +101,14 @@ def main(argv: list[str] | None = None) -> dict:
                 "seed": seed, **{f"edp_{y}": v for y, v in edps.items()},
                 "samples": result.samples, "seconds": seconds,
                 "starts_drawn": result.extra.get("starts_drawn"),
-                "hardware": [result.hardware.pe_rows, result.hardware.sp_kb,
-                             result.hardware.acc_kb]})
+                "hardware": {"pe_dim": result.hardware.pe_rows, "sp_kb": result.hardware.sp_kb,
+                             "acc_kb": result.hardware.acc_kb,
+                             "dram_bw_words": result.hardware.dram_bw_words,
+                             "area_mm2": config_area_mm2(result.hardware)}})
             print(f"{name} seed {seed}: " + ", ".join(
                 f"{y} {v:.4g}" for y, v in edps.items() if v is not None)
-                + f", {seconds:.0f} s", file=sys.stderr, flush=True)
+                + f", {runs[name][-1]['hardware']}, {seconds:.0f} s", file=sys.stderr,
+                flush=True)
 
     def geomean(values: list[float]) -> float:
         return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -128,3 +128,22 @@ def test_free_search_buys_bandwidth_for_a_load_bound_network_and_min_hw_keeps_th
     kept = codesign(net, config=cfg)
     assert kept.hardware.dram_bw_words == HW.dram_bw_words
     assert free.edp < kept.edp
+
+
+def test_a_killed_free_search_resumes_to_the_uninterrupted_result(tmp_path, comparable,
+                                                                 killed_after_round):
+    """The relaxed bandwidth and the refinement's bandwidth moves are in the checkpoint."""
+    net = workloads.Network.from_layers("pair", [LOAD_BOUND, BALANCED])
+    cfg = CodesignConfig(budget_samples=160, starts=2, steps_per_start=40, round_every=10,
+                         seed=1, hw_mode="free", max_dram_bw_words=32, checkpoint_every=1,
+                         refine_moves=4)
+    reference = codesign(net, config=cfg)
+    path = tmp_path / "state.npz"
+    # killed in the refinement (the last round but one), then at the descent's second round
+    killed_after_round(net, config=cfg, checkpoint=path, round=reference.extra["rounds"] - 1)
+    assert comparable(codesign(net, config=cfg, checkpoint=path, resume=True)) == \
+        comparable(reference)
+    path.unlink()
+    killed_after_round(net, config=cfg, checkpoint=path, round=2)
+    assert comparable(codesign(net, config=cfg, checkpoint=path, resume=True)) == \
+        comparable(reference)

@@ -141,3 +141,22 @@ def test_a_fused_suite_case_runs_marks_its_layers_and_simulates_its_chain(tmp_pa
     report = json.loads(out)
     assert report["all_ok"] and report["layers"][2]["name"] == "G10/gemm1 -> G10/gemm2"
     assert report["layers"][2]["checked"] and report["layers"][2]["mismatches"] == 0
+
+
+def test_with_free_hardware_the_baselines_get_the_bandwidth_baco_chose(tmp_path, capsys):
+    """``hw_mode: free`` picks the DRAM bandwidth; the baselines, which cannot, run with the
+    one BACO's design has, and results.json shows each method's hardware."""
+    config = yaml.safe_load(TINY.read_text())
+    config["codesign"].update(hw_mode="free", max_dram_bw_words=32)
+    config["baselines"] = ["gemmini_default"] + config["baselines"]
+    path = tmp_path / "free.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, err = run(capsys, "run", path, "--out", tmp_path / "out", "--quiet")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    chosen = doc["hardware"]["dram_bw_words"]
+    assert chosen in {1.0, 2.0, 4.0, 8.0, 16.0, 32.0}
+    for name in ("gemmini_default", "dosa"):
+        assert doc["baselines"][name]["hardware"]["dram_bw_words"] == chosen
+    assert doc["baselines"]["gemmini_default"]["hardware"]["pe_rows"] == 16
+    assert f"DRAM {chosen:g} words/cycle" in out
