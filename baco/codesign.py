@@ -21,8 +21,9 @@ is kept. A start whose steps are used up makes way for a new random one.
 **Refinement** (the rest). Rounding loses part of what descent found; exact local moves around
 the best design (`baco.refine`; in free mode also the bandwidth halved and doubled) win some
 of it back. The importance scheduler (`baco.importance`, §6.5, Eq. 6.7-6.9) picks the layers
-each round explores and abandons those that stop improving; without it the layers take turns. With ``importance.mask_descent`` it
-also chooses which layers take each descent round's steps (the others' updates masked).
+each round explores and abandons those that stop improving; without it the layers take turns.
+With ``importance.mask_descent`` it also chooses which layers take each descent round's steps
+(the others' updates masked).
 
 Sample accounting (`baco.result`): a gradient step of one start, the exact score of one
 rounded design or neighbour, each whole-network start candidate and each start's own design
