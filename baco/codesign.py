@@ -143,14 +143,13 @@ def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, 
                                             settings.aware)
         fits = jnp.maximum(fits, 1e-6)      # where nothing fits, fusing costs ~1e6x
         fused_l, fused_e = fused_l / fits, fused_e / fits
-        apart_l = sum(k * layer_cycles[i] for i, k in term.uses)
-        apart_e = sum(k * layer_pj[i] for i, k in term.uses)
-        new_l = cycles - term.instances * (apart_l - fused_l)
-        new_e = energy_pj - term.instances * (apart_e - fused_e)
-        gain = jnp.log(cycles) + jnp.log(energy_pj) - jnp.log(new_l) - jnp.log(new_e)
+        saved_l = term.instances * (sum(k * layer_cycles[i] for i, k in term.uses) - fused_l)
+        saved_e = term.instances * (sum(k * layer_pj[i] for i, k in term.uses) - fused_e)
+        gain = (jnp.log(cycles) + jnp.log(energy_pj) - jnp.log(cycles - saved_l)
+                - jnp.log(energy_pj - saved_e))
         w = jax.nn.sigmoid(gain / FUSE_SOFTNESS)
-        cycles = cycles - w * term.instances * (apart_l - fused_l)
-        energy_pj = energy_pj - w * term.instances * (apart_e - fused_e)
+        cycles = cycles - w * saved_l
+        energy_pj = energy_pj - w * saved_e
     return cycles, energy_pj
 
 
@@ -907,8 +906,7 @@ class _Search:
                                best.stages.copy())
             for b, j in improving.items():
                 T2[b], S2[b], O2[b], ST2[b] = T[j, b], S[j, b], O[j, b], ST[j, b]
-            combined = self.rounder.finish(T2[None], S2[None], O2[None], ST2[None],
-                                           best.hw.dram_bw_words)
+            combined = self.rounder.finish(T2[None], S2[None], O2[None], ST2[None], bw)
             edp_c = network_edp(self.rounder.score(combined), self.counts)[0]
             self.samples += 1
             self._consider(combined, edp_c)
