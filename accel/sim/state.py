@@ -35,7 +35,7 @@ class SimState:
       ``rs_count``: ``[3]`` commands each queue has taken;
     * ``unit_free``: ``[3]`` when each queue can start its next command; ``unit_done``: ``[3]``
       latest completion per queue; ``all_done``: latest completion of anything;
-    * ``dma_free``: when the shared DMA channel is free;
+    * ``dma_free``: ``[2]`` when the DMA's read (mvin) and write (mvout) channels are free;
     * ``w_time``, ``r_time``: ``[3, SP + ACC + 1]`` per queue and local row (accumulator rows
       after the scratchpad's), completion of the last command of that queue that wrote / read
       the row;

@@ -17,8 +17,10 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 * mvin / mvout: the DMA issues one request per DRAM row chunk of at most ``dma_max_bytes``;
   requests leave at most one per cycle and at most ``max_inflight_requests`` per
   ``dram_latency_cycles`` (the in-flight limit), and the bytes cross the bus at the
-  hardware's DRAM bytes/cycle (capped by ``dma_bus_bytes_per_cycle`` if that is set), a
-  channel the load and store queues share. An mvin completes ``dram_latency_cycles +
+  hardware's DRAM bytes/cycle (capped by ``dma_bus_bytes_per_cycle`` if that is set). Reads
+  (mvin) and writes (mvout) each have their channel: Gemmini's DMA has a StreamReader and a
+  StreamWriter, whose data cross the memory port in opposite directions (TileLink's D and A
+  channels), each in program order. An mvin completes ``dram_latency_cycles +
   mvin_write_cycles`` after its last beat; an mvout reads one accumulator row per cycle
   through the scaling pipeline and completes ``dram_latency_cycles`` (the write
   acknowledgement) after its last beat.
@@ -294,7 +296,7 @@ def init_state(local_rows: int) -> dict[str, Any]:
         "unit_free": jnp.zeros(N_UNITS, jnp.int32),
         "unit_done": jnp.zeros(N_UNITS, jnp.int32),
         "all_done": jnp.int32(0),
-        "dma_free": jnp.int32(0),
+        "dma_free": jnp.zeros(2, jnp.int32),
         "w_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
         "r_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
         "busy": jnp.zeros(N_UNITS, jnp.int32),
@@ -351,7 +353,8 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
 
     occ, post, dma, dma_offset = cost[0], cost[1], cost[2], cost[3]
     uses_dma = dma > 0
-    dma_start = jnp.maximum(start + dma_offset, t.dma_free)
+    way = (op == Op.MVOUT).astype(jnp.int32)   # 0: DRAM reads (mvin), 1: writes (mvout)
+    dma_start = jnp.maximum(start + dma_offset, t.dma_free[way])
     dma_end = dma_start + dma
     work_end = jnp.maximum(start + occ, jnp.where(uses_dma, dma_end, 0))
     done = jnp.where(fence, start + fence_cycles, work_end + post)
@@ -370,7 +373,7 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
         unit_free=jnp.where(onehot, start + occ, t.unit_free),
         unit_done=jnp.where(onehot, jnp.maximum(t.unit_done, done), t.unit_done),
         all_done=jnp.where(live, jnp.maximum(t.all_done, done), t.all_done),
-        dma_free=jnp.where(live & uses_dma, dma_end, t.dma_free),
+        dma_free=t.dma_free.at[way].set(jnp.where(live & uses_dma, dma_end, t.dma_free[way])),
         w_time=w_time,
         r_time=r_time,
         busy=t.busy + jnp.where(onehot, occ, 0),
@@ -383,11 +386,13 @@ def table_dict(table: TimingTable) -> dict[str, int]:
 
 
 def lower_bound_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any) -> int:
-    """A bound no schedule beats: the busiest queue's work or the DMA channel's bytes."""
+    """A bound no schedule beats: the busiest queue's work or either DMA direction's bytes."""
     cost = costs(decoded, table, hw)
-    unit = decoded.column("unit")
+    unit, op = decoded.column("unit"), decoded.column("op")
     per_unit = [int(cost[unit == k, CCOL["occ"]].astype(np.int64).sum()) for k in range(N_UNITS)]
-    return max(per_unit + [int(cost[:, CCOL["dma"]].astype(np.int64).sum())])
+    per_way = [int(cost[sel, CCOL["dma"]].astype(np.int64).sum())
+               for sel in (op != Op.MVOUT, op == Op.MVOUT)]
+    return max(per_unit + per_way)
 
 
 __all__ = [
