@@ -42,7 +42,7 @@ import math
 import operator
 import pathlib
 from collections.abc import Mapping as AbcMapping
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -200,6 +200,56 @@ class LevelSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class InstructionCost:
+    """What one instruction of a kind costs, for the instruction-aware model.
+
+    An instruction handles at most ``max_rows`` rows (of inputs streamed through the array,
+    or of a tile moved to or from DRAM); it holds its queue ``max(rows, min_cycles)`` cycles
+    and completes ``latency_cycles`` later, and at most ``in_flight`` of its kind are
+    outstanding (reservation-station entries). A compute's weight block takes
+    ``preload_cycles`` to load, of which the compute before it hides its own length.
+    """
+
+    max_rows: Expr
+    latency_cycles: Expr
+    in_flight: Expr
+    min_cycles: Expr
+    preload_cycles: Expr
+
+    KINDS: ClassVar[tuple[str, ...]] = ("compute", "load", "store")
+    OPTIONAL: ClassVar[dict[str, float]] = {"min_cycles": 1.0, "preload_cycles": 0.0}
+
+    @classmethod
+    def table_from_dict(cls, raw: Any, where: str, allowed: tuple[str, ...]
+                        ) -> tuple[tuple[str, InstructionCost], ...]:
+        """The template's ``instructions`` block: ``{kind: {field: expr}}``, kinds of `KINDS`."""
+        if raw is None:
+            return ()
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping of {list(cls.KINDS)} to costs")
+        _check_keys(raw, set(cls.KINDS), where)
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        out = []
+        for kind, fields in raw.items():
+            kw = f"{where}.{kind}"
+            if not isinstance(fields, dict):
+                raise ConfigError(f"{kw}: expected a mapping with {list(names)}")
+            _check_keys(fields, set(names), kw)
+            missing = [n for n in names if n not in fields and n not in cls.OPTIONAL]
+            if missing:
+                raise ConfigError(f"{kw}: missing field {missing[0]!r}")
+            out.append((kind, cls(*(Expr.parse(fields.get(n, cls.OPTIONAL.get(n)), f"{kw}.{n}",
+                                                allowed) for n in names))))
+        return tuple(out)
+
+    def evaluate(self, template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
+        """Each field's value at `hwp` (float32 arrays)."""
+        env = hw_env(template, hwp, xp)
+        return {f.name: xp.asarray(getattr(self, f.name).evaluate(env, xp), dtype=xp.float32)
+                for f in dataclasses.fields(self)}
+
+
+@dataclasses.dataclass(frozen=True)
 class Template:
     """The shape of an accelerator: its levels (index 0 innermost) and compute unit.
 
@@ -215,6 +265,11 @@ class Template:
     description: str = ""
     source: str = ""
     path_area_mm2: Expr | None = None   # the optional on-chip path (fused chains); None: none
+    instructions: tuple[tuple[str, InstructionCost], ...] = ()   # what each kind costs
+
+    def instruction(self, kind: str) -> InstructionCost | None:
+        """The cost of one instruction of `kind` (`InstructionCost.KINDS`), None if unknown."""
+        return dict(self.instructions).get(kind)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -233,7 +288,7 @@ class Template:
             raise ConfigError(f"{where}: expected a mapping at the top level, got "
                               f"{type(data).__name__}")
         _check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
-                           "onchip_path"}, where)
+                           "onchip_path", "instructions"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -331,6 +386,8 @@ class Template:
             source=source,
             path_area_mm2=None if path is None else Expr.parse(
                 path.get("area_mm2", 0), f"{where}: onchip_path.area_mm2", allowed),
+            instructions=InstructionCost.table_from_dict(
+                data.get("instructions"), f"{where}: instructions", allowed),
         )
 
     # ------------------------------------------------------------------ static structure

@@ -23,6 +23,16 @@ scores latency with `perfmodels.latency`'s per-load term on (``load_latency``): 
 pipeline stages, S - 1 loads are in flight and hide that latency (ALCOP's model). The plain
 model leaves it out, as Timeloop does.
 
+And each instruction costs more than its rows: a compute holds the array at least a few
+cycles and completes only after the array's fill and drain, a move only after the DRAM round
+trip, and a queue holds a few of them at a time (the template's ``instructions`` table, the
+simulator's constants as data). A mapping whose loops cut the work into short instructions
+(a 2-row compute under a sliding window, an mvout of 2 output pixels) is throughput-bound on
+them, however few bytes it moves: `array_cycles` replaces the compute cycles with what the
+computes and preloads take, and `move_cycles` floors the DRAM port's time with what the mvins
+and mvouts take. Which rows one instruction may take follows the lowering's layouts
+(`accel.lower`): rows evenly spaced in a tile, so the run of the innermost loop (`run_log`).
+
 >>> from accel.arch import HardwareConfig
 >>> from accel.mapping import Mapping
 >>> from workloads.layer import Layer
@@ -48,7 +58,19 @@ import numpy as np
 from accel.arch import HardwareConfig, HwParams, Template, level_arrays
 from accel.mapping import Mapping
 from perfmodels import relax
-from perfmodels.accesses import LayerArrays, MappingArrays, accesses
+from accel.mapping import span
+from perfmodels.accesses import (
+    I,
+    O,
+    W,
+    Accesses,
+    LayerArrays,
+    MappingArrays,
+    accesses,
+    gate,
+    inside_mask,
+    skipped_candidates,
+)
 from perfmodels.analytic import Metrics, fast_jit, pack_layer, pack_mapping
 from perfmodels.analytic import evaluate as model_evaluate
 from perfmodels.energy import energy
@@ -57,6 +79,11 @@ from workloads.errors import ConfigError
 from workloads.layer import Layer
 
 _PE_FIELDS = ("pe_rows", "pe_cols")
+R, S, P, Q, C, K, N = range(7)                          # workloads.layer.DIMS
+_PIXEL = np.array([0, 0, 1, 1, 0, 0, 1], np.float32)    # N, P, Q
+_OUT = np.array([0, 0, 1, 1, 0, 1, 1], np.float32)      # the output's dims
+_IN = np.array([1, 1, 1, 1, 1, 0, 1], np.float32)       # the input's
+_ALL = np.ones(7, np.float32)
 
 
 @functools.cache
@@ -111,6 +138,97 @@ def pad(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
     return layer._replace(dims=dims), m._replace(log_spatial=log_s), m._replace(log_temporal=log_t)
 
 
+def _innermost_log(m: MappingArrays, level: int, among: np.ndarray) -> tuple[Any, Any]:
+    """``(log trip of the innermost of the level's loops over the dims `among`, if it runs
+    over pixels (else 0); probability that the level has such a loop)``, mixed over the
+    level's candidate orders."""
+    lt = m.log_temporal[level]
+    exists = gate(lt) * among                                          # [7]
+    inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))           # [Kc, 7(e), 7(d)]
+    first = exists * jnp.prod(1.0 - inside * exists[None, :, None], axis=1)   # [Kc, 7]
+    log_trip = (first * lt * _PIXEL).sum(-1)                           # [Kc]
+    return (m.order_weights[level] * log_trip).sum(), 1.0 - jnp.prod(1.0 - exists)
+
+
+def run_log(m: MappingArrays, levels: tuple[int, ...], among: np.ndarray) -> Any:
+    """Log of the rows one instruction can take: the trip of the innermost loop over the
+    dims `among` in `levels` (innermost first), if it runs over pixels; 0 if none does.
+
+    A tile's rows are laid out in loop order; one instruction takes rows that are evenly
+    spaced (one address stride, `accel.lower`), which the innermost loop's are and an outer
+    loop's, in general, are not."""
+    out, none_yet = 0.0, 1.0
+    for level in levels:
+        inner, any_loop = _innermost_log(m, level, among)
+        out = out + none_yet * inner
+        none_yet = none_yet * (1.0 - any_loop)
+    return out
+
+
+def _per_row(cost: dict[str, Any], rows: Any) -> Any:
+    """Cycles per row of instructions of `rows` rows: each holds its queue for
+    ``max(rows, min_cycles)``, and ``in_flight`` of them share the ``rows + latency``."""
+    return jnp.maximum(jnp.maximum(1.0, cost["min_cycles"] / rows),
+                       (1.0 + cost["latency_cycles"] / rows) / cost["in_flight"])
+
+
+def _window(layer: LayerArrays) -> Any:
+    """Whether the inputs take the sliding-window layout (a kernel or a stride)."""
+    return (layer.dims[R] * layer.dims[S] > 1.0) | (jnp.max(layer.stride) > 1.0)
+
+
+def array_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
+                 compute: Any) -> Any:
+    """Cycles the array's instructions take to stream `compute` rows (the padded nest's MACs
+    over the array) at the template's ``compute`` instruction cost (none: `compute`).
+
+    One preloaded weight block streams the pixels of the loops that turn inside it (the
+    registers' loops and the accumulator's innermost pixel loops: the W tile stays put); a
+    compute takes as many of them as are evenly spaced in the scratchpad, at most
+    ``max_rows``: all of them in a GEMM or 1x1 convolution, only the innermost loop's under
+    a sliding window. Each block's preload costs what the compute before it does not hide.
+    """
+    cost = template.instruction("compute")
+    if cost is None:
+        return compute
+    c = cost.evaluate(template, hwp)
+    log_stream = (m.log_temporal[0].sum()
+                  + (m.order_weights[1] * skipped_candidates(m)[1, :, W]).sum())
+    log_run = jnp.where(_window(layer), run_log(m, (0, 1), _ALL), log_stream)
+    rows = jnp.minimum(jnp.exp(log_run), c["max_rows"])
+    preload = jnp.maximum(c["preload_cycles"] - rows, 0.0) / jnp.exp(log_stream)
+    return compute * (_per_row(c, rows) + preload)
+
+
+def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
+                acc: Accesses) -> Any:
+    """The fewest cycles the DRAM moves' instructions take, at the template's ``load`` and
+    ``store`` instruction costs (their queues run side by side; none: 0).
+
+    A row is one pixel's channels on the array's axis (Cs inputs, Ks outputs). Outputs go
+    out in runs of the accumulator tile's innermost output loop; inputs come in runs of the
+    scratchpad tile's innermost input loop, or under a sliding window one line of the tile's
+    window at a time. Weights and bias loads are not counted.
+    """
+    top = template.num_levels - 1
+    floor = jnp.float32(0.0)
+    store = template.instruction("store")
+    if store is not None:
+        c = store.evaluate(template, hwp)
+        rows = acc.updates[top, O] / jnp.exp(m.log_spatial[:, K].sum())
+        run = jnp.minimum(jnp.exp(run_log(m, (0, 1), _OUT)), c["max_rows"])
+        floor = jnp.maximum(floor, rows * _per_row(c, run))
+    load = template.instruction("load")
+    if load is not None:
+        c = load.evaluate(template, hwp)
+        rows = acc.reads[top, I] / jnp.exp(m.log_spatial[:, C].sum())
+        ext = jnp.exp(jnp.cumsum(m.log_temporal + m.log_spatial, axis=0)[top - 1])
+        line = span(ext[Q], ext[S], layer.stride[1], layer.dilation[1])
+        run = jnp.where(_window(layer), line, jnp.exp(run_log(m, tuple(range(top)), _IN)))
+        floor = jnp.maximum(floor, rows * _per_row(c, jnp.minimum(run, c["max_rows"])))
+    return floor
+
+
 def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
              aware: bool) -> Metrics:
     """`perfmodels.analytic.evaluate`, on the padded nest if `aware` (pure; jit and vmap it).
@@ -135,7 +253,11 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         reads=acc_pad.reads.at[top].set(acc_real.reads[top]),
         updates=acc_pad.updates.at[top].set(acc_real.updates[top]),
         fills=acc_pad.fills.at[top].set(acc_real.fills[top]))
-    lat = latency(template, acc, padded_m, lv, load_latency=True)
+    compute = acc.macs / jnp.exp(padded_m.log_spatial.sum())
+    moves = jnp.zeros(top + 1).at[top].set(move_cycles(template, layer, hwp, m, acc_real))
+    lat = latency(template, acc, padded_m, lv, load_latency=True,
+                  compute_cycles=array_cycles(template, padded_layer, hwp, padded_m, compute),
+                  min_port_cycles=moves)
     en = energy(template, acc, lv, lat.cycles)
     groups = layer.groups
     cycles, energy_pj = lat.cycles * groups, en.energy_pj * groups

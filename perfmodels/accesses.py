@@ -169,6 +169,22 @@ def _new_rows_after_window(extent: Any, window: Any, stride: Any) -> Any:
     return (extent - 1.0) * stride + end
 
 
+def skipped_candidates(m: MappingArrays) -> Any:
+    """``[level, candidate, tensor]``: the log-factors of a level's loops that turn before any
+    loop relevant to the tensor (the tile below stays put while they do), per candidate order.
+
+    Level 0 is never outside another level, so its order is never needed (0). ``quiet[d, t]``:
+    no existing loop relevant to t sits inside d (a product, linear in each "inside", so a
+    soft order has a gradient even where a relevant loop is surely inside).
+    """
+    lt = m.log_temporal
+    busy = gate(lt)[:, :, None] * jnp.asarray(RELEVANT).T[None]    # [L, 7(e), 3]
+    inside = inside_mask(m.rank[1:])                               # [L-1, Kc, 7(e), 7(d)]
+    quiet = jnp.prod(1.0 - inside[..., None] * busy[1:, None, :, None, :], axis=2)
+    skipped_c = (lt[1:, None, :, None] * quiet).sum(2)             # [L-1, Kc, 3]
+    return jnp.concatenate([jnp.zeros_like(skipped_c[:1]), skipped_c])
+
+
 def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Accesses:
     """Fills, reads and updates at every level for one layer and mapping (one group)."""
     keeps = template.keeps_mask
@@ -180,21 +196,14 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Access
     log_tiles = jnp.log(tiles)
     macs = jnp.prod(layer.dims)
 
-    # Order-independent sums per level, and the order-dependent "skipped" sum per tensor:
-    # the log-factors of the loops turning before any loop relevant to the tensor.
+    # Order-independent sums per level, and the order-dependent "skipped" sum per tensor.
     exists = gate(lt)                                              # [L, 7]
     sum_t = lt.sum(-1)                                             # [L]
     sum_s = ls.sum(-1)                                             # [L]
-    relevant = jnp.asarray(RELEVANT)                               # [3, 7]
-    busy = exists[:, :, None] * relevant.T[None]                   # [L, 7(e), 3]
+    busy = exists[:, :, None] * jnp.asarray(RELEVANT).T[None]      # [L, 7(e), 3]
     log_idle = _log_not(busy)
-    # Level 0 is never outside another level, so its order is never needed. quiet[d, t]:
-    # no existing loop relevant to t sits inside d (a product, linear in each "inside", so
-    # a soft order has a gradient even where a relevant loop is surely inside).
     inside = inside_mask(m.rank[1:])                               # [L-1, Kc, 7(e), 7(d)]
-    quiet = jnp.prod(1.0 - inside[..., None] * busy[1:, None, :, None, :], axis=2)
-    skipped_c = (lt[1:, None, :, None] * quiet).sum(2)             # [L-1, Kc, 3]
-    skipped_c = jnp.concatenate([jnp.zeros_like(skipped_c[:1]), skipped_c])   # [L, Kc, 3]
+    skipped_c = skipped_candidates(m)                              # [L, Kc, 3]
     skipped = (m.order_weights[..., None] * skipped_c).sum(1)      # [L, 3]
 
     # Outer-loop multipliers of every level's fills, for all levels and tensors at once:

@@ -81,15 +81,22 @@ def pipeline_cycles(use: Any, xfer: Any, latency_cycles: Any, loads: Any, stages
 
 
 def latency(template: Template, acc: Accesses, m: MappingArrays, lv: LevelArrays,
-            load_latency: bool = False) -> Latency:
-    """Cycles of one group of the layer; `load_latency` as in `pipeline_cycles`."""
+            load_latency: bool = False, compute_cycles: Any = None,
+            min_port_cycles: Any = None) -> Latency:
+    """Cycles of one group of the layer; `load_latency` as in `pipeline_cycles`.
+
+    ``compute_cycles`` replaces the MACs over the PEs in use, and ``min_port_cycles``
+    (``[level]``) floors each port's busy time, for a caller that knows what the
+    instructions cost (`baco.instructions`)."""
     keeps = jnp.asarray(template.keeps_mask)
     per_level = (jnp.where(keeps, acc.reads + acc.updates + acc.fills, 0.0)).sum(-1)   # [L]
     fanout_log = m.log_spatial.sum(-1)                                                 # [L]
     above = jnp.concatenate([jnp.cumsum(fanout_log[::-1])[::-1][1:], jnp.zeros(1)])
     bandwidth = lv.bandwidth_words * jnp.exp(above)
     port = per_level / bandwidth
-    compute = acc.macs / jnp.exp(fanout_log.sum())
+    if min_port_cycles is not None:
+        port = jnp.maximum(port, min_port_cycles)
+    compute = acc.macs / jnp.exp(fanout_log.sum()) if compute_cycles is None else compute_cycles
     t = jnp.maximum(compute, port[0])
     levels = [t]
     for level in range(template.num_levels - 1):

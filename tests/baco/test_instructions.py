@@ -19,9 +19,10 @@ HW = HardwareConfig.preset("gemmini_default")
 
 
 def test_a_full_array_costs_what_the_plain_model_says():
-    layer = Layer.conv2d(R=3, S=3, P=14, Q=14, C=64, K=64)
-    m = Mapping.from_timeloop("L3[WIO] P14 Q14 R3 S3 - L2[WI] K4 K16X - L1[O] C4 C16X - L0[W] N1")
-    # the instruction-aware model counts the per-load DMA latency (perfmodels.latency)
+    layer = Layer.conv2d(R=3, S=3, P=16, Q=16, C=64, K=64)
+    m = Mapping.from_timeloop("L3[WIO] P16 R3 S3 - L2[WI] K4 K16X - L1[O] C4 C16X - L0[W] Q16")
+    # the instruction-aware model counts the per-load DMA latency (perfmodels.latency); its
+    # instruction costs (baco.instructions.array_cycles) are nil with full 16-row computes
     plain = exact(layer, HW, m, load_latency=True)
     aware = instructions.exact(layer, HW, m, aware=True)
     for field in ("cycles", "energy_pj", "macs", "footprint_kb"):
@@ -30,8 +31,8 @@ def test_a_full_array_costs_what_the_plain_model_says():
 
 
 def test_half_empty_blocks_pay_for_their_padding():
-    layer = Layer.conv2d(R=1, S=1, P=14, Q=14, C=8, K=64)
-    m = Mapping.from_timeloop("L3[WIO] P14 Q14 - L2[WI] K16X - L1[O] K4 C8X - L0[W] N1")
+    layer = Layer.conv2d(R=1, S=1, P=16, Q=16, C=8, K=64)
+    m = Mapping.from_timeloop("L3[WIO] P16 - L2[WI] K16X - L1[O] K4 C8X - L0[W] Q16")
     plain = exact(layer, HW, m)
     aware = instructions.exact(layer, HW, m, aware=True)
     assert float(aware.macs) == 2 * float(plain.macs)                 # 8 real rows of 16
