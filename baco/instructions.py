@@ -138,31 +138,35 @@ def pad(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
     return layer._replace(dims=dims), m._replace(log_spatial=log_s), m._replace(log_temporal=log_t)
 
 
-def _innermost_log(m: MappingArrays, level: int, among: np.ndarray) -> tuple[Any, Any]:
-    """``(log trip of the innermost of the level's loops over the dims `among`, if it runs
-    over pixels (else 0); probability that the level has such a loop)``, mixed over the
-    level's candidate orders."""
-    lt = m.log_temporal[level]
-    exists = gate(lt) * among                                          # [7]
+def _innermost(m: MappingArrays, level: int, among: np.ndarray) -> tuple[Any, Any, Any]:
+    """Of the level's loops over the dims `among`: ``(probability that dim d's is the
+    innermost [7], that it is the only one [7], that there is any)``, mixed over the level's
+    candidate orders."""
+    exists = gate(m.log_temporal[level]) * among                       # [7]
     inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))           # [Kc, 7(e), 7(d)]
     first = exists * jnp.prod(1.0 - inside * exists[None, :, None], axis=1)   # [Kc, 7]
-    log_trip = (first * lt * _PIXEL).sum(-1)                           # [Kc]
-    return (m.order_weights[level] * log_trip).sum(), 1.0 - jnp.prod(1.0 - exists)
+    others = jnp.prod(jnp.where(np.eye(7, dtype=bool), 1.0, 1.0 - exists[None, :]), axis=1)
+    return (m.order_weights[level][:, None] * first).sum(0), exists * others, \
+        1.0 - jnp.prod(1.0 - exists)
 
 
 def run_log(m: MappingArrays, levels: tuple[int, ...], among: np.ndarray) -> Any:
     """Log of the rows one instruction can take: the trip of the innermost loop over the
-    dims `among` in `levels` (innermost first), if it runs over pixels; 0 if none does.
+    dims `among` in `levels` (innermost first), if it runs over pixels, times the next
+    levels' while each is that level's innermost over the same dim (``P2 | P8`` is one
+    P run of 16); 0 if none.
 
     A tile's rows are laid out in loop order; one instruction takes rows that are evenly
-    spaced (one address stride, `accel.lower`), which the innermost loop's are and an outer
-    loop's, in general, are not."""
-    out, none_yet = 0.0, 1.0
+    spaced (one address stride, `accel.lower`), which one dim's run is and two dims', in
+    general, are not."""
+    log_run, none_yet, open_ = 0.0, 1.0, jnp.zeros(7)
     for level in levels:
-        inner, any_loop = _innermost_log(m, level, among)
-        out = out + none_yet * inner
+        inner, single, any_loop = _innermost(m, level, among)
+        lt = m.log_temporal[level]
+        log_run = log_run + ((none_yet * _PIXEL + open_) * inner * lt).sum()
+        open_ = (none_yet * _PIXEL + open_) * single + open_ * (1.0 - any_loop)
         none_yet = none_yet * (1.0 - any_loop)
-    return out
+    return log_run
 
 
 def _per_row(cost: dict[str, Any], rows: Any) -> Any:

@@ -87,6 +87,22 @@ def test_gemm_rows_are_the_whole_stream():
     assert 0.8 < sim.cycles / aware < 1.35
 
 
+def test_runs_continue_over_the_same_dim():
+    """``L1 P8 | L0 P2`` is one P run of 16 rows (consecutive P rows are evenly spaced); with
+    Q outside the registers' P the run stops at 2; a reduction loop innermost leaves 1."""
+    mappings = {
+        "same": "L3[WIO] Q8 - L2[WI] K16X - L1[O] S3 R3 Q2 P8 C16X - L0[W] P2",
+        "other": "L3[WIO] P4 Q2 - L2[WI] K16X - L1[O] S3 R3 P2 Q8 C16X - L0[W] P2",
+        "reduction": "L3[WIO] Q8 P8 - L2[WI] K16X - L1[O] Q2 P2 S3 R3 C16X - L0[W] N1",
+    }
+    rows = {}
+    for name, text in mappings.items():
+        Mapping.from_timeloop(text).validate(CONV, HW)
+        _, m = _packed(CONV, text)
+        rows[name] = float(jnp.exp(instructions.run_log(m, (0, 1), np.ones(7, np.float32))))
+    assert rows == pytest.approx({"same": 16.0, "other": 2.0, "reduction": 1.0})
+
+
 def test_relaxed_gradient_prefers_longer_computes():
     """Moving a pixel factor into the registers lengthens every compute under a window:
     the relaxed instruction term's gradient says so, and is finite."""
