@@ -146,8 +146,8 @@ def _innermost(m: MappingArrays, level: int, among: np.ndarray) -> tuple[Any, An
     inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))           # [Kc, 7(e), 7(d)]
     first = exists * jnp.prod(1.0 - inside * exists[None, :, None], axis=1)   # [Kc, 7]
     others = jnp.prod(jnp.where(np.eye(7, dtype=bool), 1.0, 1.0 - exists[None, :]), axis=1)
-    return (m.order_weights[level][:, None] * first).sum(0), exists * others, \
-        1.0 - jnp.prod(1.0 - exists)
+    inner = (m.order_weights[level][:, None] * first).sum(0)
+    return inner, exists * others, 1.0 - jnp.prod(1.0 - exists)
 
 
 def run_log(m: MappingArrays, levels: tuple[int, ...], among: np.ndarray) -> Any:

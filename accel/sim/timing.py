@@ -171,7 +171,7 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     """Per-instruction static costs, int32 ``[n, len(COST_COLUMNS)]``.
 
     ``occ``: cycles the instruction holds its queue; ``post``: cycles from the end of its work
-    to completion (latency); ``dma``: cycles it holds the shared DMA channel, starting
+    to completion (latency); ``dma``: cycles it holds its DMA channel (read or write), starting
     ``dma_offset`` cycles after it starts.
     """
     c = {name: decoded.column(name).astype(np.int64) for name in
