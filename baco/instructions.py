@@ -31,7 +31,8 @@ simulator's constants as data). A mapping whose loops cut the work into short in
 them, however few bytes it moves: `array_cycles` replaces the compute cycles with what the
 computes and preloads take, and `move_cycles` floors the DRAM port's time with what the mvins
 and mvouts take. Which rows one instruction may take follows the lowering's layouts
-(`accel.lower`): rows evenly spaced in a tile, so the run of the innermost loop (`run_log`).
+(`accel.lower`): rows evenly spaced in a tile, so the run of the innermost loop
+(`instruction_runs`).
 
 >>> from accel.arch import HardwareConfig
 >>> from accel.mapping import Mapping
@@ -49,7 +50,7 @@ and mvouts take. Which rows one instruction may take follows the lowering's layo
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -138,35 +139,44 @@ def pad(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
     return layer._replace(dims=dims), m._replace(log_spatial=log_s), m._replace(log_temporal=log_t)
 
 
-def _innermost(m: MappingArrays, level: int, among: np.ndarray) -> tuple[Any, Any, Any]:
-    """Of the level's loops over the dims `among`: ``(probability that dim d's is the
-    innermost [7], that it is the only one [7], that there is any)``, mixed over the level's
-    candidate orders."""
-    exists = gate(m.log_temporal[level]) * among                       # [7]
-    inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))           # [Kc, 7(e), 7(d)]
-    first = exists * jnp.prod(1.0 - inside * exists[None, :, None], axis=1)   # [Kc, 7]
-    others = jnp.prod(jnp.where(np.eye(7, dtype=bool), 1.0, 1.0 - exists[None, :]), axis=1)
-    inner = (m.order_weights[level][:, None] * first).sum(0)
-    return inner, exists * others, 1.0 - jnp.prod(1.0 - exists)
+class Runs(NamedTuple):
+    """Logs of the rows one instruction of each kind can take (`instruction_runs`)."""
+
+    compute: Any
+    store: Any
+    load: Any
 
 
-def run_log(m: MappingArrays, levels: tuple[int, ...], among: np.ndarray) -> Any:
-    """Log of the rows one instruction can take: the trip of the innermost loop over the
-    dims `among` in `levels` (innermost first), if it runs over pixels, times the next
-    levels' while each is that level's innermost over the same dim (``P2 | P8`` is one
-    P run of 16); 0 if none.
+def instruction_runs(m: MappingArrays, num_levels: int) -> Runs:
+    """How many rows one compute, mvout and mvin can take: the trip of the innermost loop
+    over the instruction's dims (all, the output's, the input's) in the levels inside its
+    tile (the accumulator's, the accumulator's, the scratchpad's), if it runs over pixels,
+    times the next levels' while each is that level's innermost over the same dim (``P2 |
+    P8`` is one P run of 16); 1 if none (all as logs).
 
     A tile's rows are laid out in loop order; one instruction takes rows that are evenly
     spaced (one address stride, `accel.lower`), which one dim's run is and two dims', in
-    general, are not."""
-    log_run, none_yet, open_ = 0.0, 1.0, jnp.zeros(7)
-    for level in levels:
-        inner, single, any_loop = _innermost(m, level, among)
-        lt = m.log_temporal[level]
-        log_run = log_run + ((none_yet * _PIXEL + open_) * inner * lt).sum()
-        open_ = (none_yet * _PIXEL + open_) * single + open_ * (1.0 - any_loop)
-        none_yet = none_yet * (1.0 - any_loop)
-    return log_run
+    general, are not. The three kinds run through the levels side by side (one pass).
+    """
+    among = np.stack([_ALL, _OUT, _IN])[:, None, :]                    # [A, 1(Kc), 7]
+    reach = np.array([2, 2, num_levels - 1])                           # levels each sees
+    lt, eye = m.log_temporal, np.eye(7, dtype=bool)
+    log_run, none_yet, open_ = jnp.zeros(3), jnp.ones(3), jnp.zeros((3, 7))
+    for level in range(int(reach.max())):
+        exists = gate(lt[level]) * among[:, 0]                         # [A, 7]
+        inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))       # [Kc, 7(e), 7(d)]
+        first = exists[:, None] * jnp.prod(
+            1.0 - inside[None] * exists[:, None, :, None], axis=2)     # [A, Kc, 7]
+        inner = (m.order_weights[level][None, :, None] * first).sum(1)           # [A, 7]
+        single = exists * jnp.prod(jnp.where(eye, 1.0, 1.0 - exists[:, None, :]), axis=2)
+        any_loop = 1.0 - jnp.prod(1.0 - exists, axis=-1)               # [A]
+        start = none_yet[:, None] * _PIXEL + open_
+        on = jnp.asarray(level < reach)
+        log_run = log_run + on * (start * inner * lt[level]).sum(-1)
+        open_ = jnp.where(on[:, None], start * single + open_ * (1.0 - any_loop[:, None]),
+                          open_)
+        none_yet = jnp.where(on, none_yet * (1.0 - any_loop), none_yet)
+    return Runs(*log_run)
 
 
 def _per_row(cost: dict[str, Any], rows: Any) -> Any:
@@ -182,7 +192,7 @@ def _window(layer: LayerArrays) -> Any:
 
 
 def array_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
-                 compute: Any) -> Any:
+                 compute: Any, runs: Runs) -> Any:
     """Cycles the array's instructions take to stream `compute` rows (the padded nest's MACs
     over the array) at the template's ``compute`` instruction cost (none: `compute`).
 
@@ -198,14 +208,14 @@ def array_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: Mappi
     c = cost.evaluate(template, hwp)
     log_stream = (m.log_temporal[0].sum()
                   + (m.order_weights[1] * skipped_candidates(m)[1, :, W]).sum())
-    log_run = jnp.where(_window(layer), run_log(m, (0, 1), _ALL), log_stream)
+    log_run = jnp.where(_window(layer), runs.compute, log_stream)
     rows = jnp.minimum(jnp.exp(log_run), c["max_rows"])
     preload = jnp.maximum(c["preload_cycles"] - rows, 0.0) / jnp.exp(log_stream)
     return compute * (_per_row(c, rows) + preload)
 
 
 def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
-                acc: Accesses) -> Any:
+                acc: Accesses, runs: Runs) -> Any:
     """The fewest cycles the DRAM moves' instructions take, at the template's ``load`` and
     ``store`` instruction costs (their queues run side by side; none: 0).
 
@@ -220,7 +230,7 @@ def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: Mappin
     if store is not None:
         c = store.evaluate(template, hwp)
         rows = acc.updates[top, O] / jnp.exp(m.log_spatial[:, K].sum())
-        run = jnp.minimum(jnp.exp(run_log(m, (0, 1), _OUT)), c["max_rows"])
+        run = jnp.minimum(jnp.exp(runs.store), c["max_rows"])
         floor = jnp.maximum(floor, rows * _per_row(c, run))
     load = template.instruction("load")
     if load is not None:
@@ -228,7 +238,7 @@ def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: Mappin
         rows = acc.reads[top, I] / jnp.exp(m.log_spatial[:, C].sum())
         ext = jnp.exp(jnp.cumsum(m.log_temporal + m.log_spatial, axis=0)[top - 1])
         line = span(ext[Q], ext[S], layer.stride[1], layer.dilation[1])
-        run = jnp.where(_window(layer), line, jnp.exp(run_log(m, tuple(range(top)), _IN)))
+        run = jnp.where(_window(layer), line, jnp.exp(runs.load))
         floor = jnp.maximum(floor, rows * _per_row(c, jnp.minimum(run, c["max_rows"])))
     return floor
 
@@ -258,9 +268,11 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         updates=acc_pad.updates.at[top].set(acc_real.updates[top]),
         fills=acc_pad.fills.at[top].set(acc_real.fills[top]))
     compute = acc.macs / jnp.exp(padded_m.log_spatial.sum())
-    moves = jnp.zeros(top + 1).at[top].set(move_cycles(template, layer, hwp, m, acc_real))
+    runs = instruction_runs(m, template.num_levels)   # padding moves no temporal loop
+    moves = jnp.zeros(top + 1).at[top].set(move_cycles(template, layer, hwp, m, acc_real, runs))
     lat = latency(template, acc, padded_m, lv, load_latency=True,
-                  compute_cycles=array_cycles(template, padded_layer, hwp, padded_m, compute),
+                  compute_cycles=array_cycles(template, padded_layer, hwp, padded_m, compute,
+                                              runs),
                   min_port_cycles=moves)
     en = energy(template, acc, lv, lat.cycles)
     groups = layer.groups

@@ -79,8 +79,9 @@ def test_gemm_rows_are_the_whole_stream():
     loops = "L3[WIO] P8 - L2[WI] K16X - L1[O] Q8 C16X - L0[W] P2 Q2"
     conv = Layer.conv2d(R=1, S=1, P=16, Q=16, C=16, K=16, Hstride=1, Wstride=2)
     (g, gm), (c, cm) = _packed(gemm, loops), _packed(conv, loops)
-    assert float(instructions.array_cycles(template, g, hwp, gm, compute)) == 256.0
-    assert float(instructions.array_cycles(template, c, hwp, cm, compute)) > 2 * 256.0
+    runs = instructions.instruction_runs(gm, 4)
+    assert float(instructions.array_cycles(template, g, hwp, gm, compute, runs)) == 256.0
+    assert float(instructions.array_cycles(template, c, hwp, cm, compute, runs)) > 2 * 256.0
     m = Mapping.from_timeloop(loops)
     aware = float(instructions.exact(gemm, HW, m).cycles)
     _, (sim,) = ys.simulate_design([gemm], [1], design_of(HW, [m]))
@@ -99,7 +100,7 @@ def test_runs_continue_over_the_same_dim():
     for name, text in mappings.items():
         Mapping.from_timeloop(text).validate(CONV, HW)
         _, m = _packed(CONV, text)
-        rows[name] = float(jnp.exp(instructions.run_log(m, (0, 1), np.ones(7, np.float32))))
+        rows[name] = float(jnp.exp(instructions.instruction_runs(m, 4).compute))
     assert rows == pytest.approx({"same": 16.0, "other": 2.0, "reduction": 1.0})
 
 
@@ -111,9 +112,9 @@ def test_relaxed_gradient_prefers_longer_computes():
     compute = jnp.float32(16 * 16 * 9)
 
     def cost(shift):
-        lt = m.log_temporal.at[0, 3].add(shift).at[1, 3].add(-shift)   # Q from L1 into L0
-        return instructions.array_cycles(template, layer, hwp, m._replace(log_temporal=lt),
-                                         compute)
+        moved = m._replace(log_temporal=m.log_temporal.at[0, 3].add(shift).at[1, 3].add(-shift))
+        return instructions.array_cycles(template, layer, hwp, moved, compute,
+                                         instructions.instruction_runs(moved, 4))
 
     g = jax.grad(cost)(0.0)
     assert np.isfinite(float(g)) and float(g) < 0
