@@ -57,9 +57,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, Template, level_arrays
-from accel.mapping import Mapping
+from accel.mapping import Mapping, span
 from perfmodels import relax
-from accel.mapping import span
 from perfmodels.accesses import (
     I,
     O,
@@ -158,12 +157,12 @@ def instruction_runs(m: MappingArrays, num_levels: int) -> Runs:
     spaced (one address stride, `accel.lower`), which one dim's run is and two dims', in
     general, are not. The three kinds run through the levels side by side (one pass).
     """
-    among = np.stack([_ALL, _OUT, _IN])[:, None, :]                    # [A, 1(Kc), 7]
-    reach = np.array([2, 2, num_levels - 1])                           # levels each sees
+    among = np.stack([_ALL, _OUT, _IN])                                # [A, 7]
+    reach = np.array([2, 2, num_levels - 1])   # registers + accumulator; + scratchpad
     lt, eye = m.log_temporal, np.eye(7, dtype=bool)
     log_run, none_yet, open_ = jnp.zeros(3), jnp.ones(3), jnp.zeros((3, 7))
     for level in range(int(reach.max())):
-        exists = gate(lt[level]) * among[:, 0]                         # [A, 7]
+        exists = gate(lt[level]) * among                               # [A, 7]
         inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))       # [Kc, 7(e), 7(d)]
         first = exists[:, None] * jnp.prod(
             1.0 - inside[None] * exists[:, None, :, None], axis=2)     # [A, Kc, 7]
