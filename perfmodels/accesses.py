@@ -177,9 +177,13 @@ def skipped_candidates(m: MappingArrays) -> Any:
     no existing loop relevant to t sits inside d (a product, linear in each "inside", so a
     soft order has a gradient even where a relevant loop is surely inside).
     """
-    lt = m.log_temporal
-    busy = gate(lt)[:, :, None] * jnp.asarray(RELEVANT).T[None]    # [L, 7(e), 3]
-    inside = inside_mask(m.rank[1:])                               # [L-1, Kc, 7(e), 7(d)]
+    busy = gate(m.log_temporal)[:, :, None] * jnp.asarray(RELEVANT).T[None]   # [L, 7(e), 3]
+    return _skipped(m.log_temporal, busy, inside_mask(m.rank[1:]))
+
+
+def _skipped(lt: Any, busy: Any, inside: Any) -> Any:
+    """`skipped_candidates` from the loops' log-factors, which are relevant and turning
+    (``busy [L, 7, 3]``) and which sit inside which (``inside [L-1, Kc, 7, 7]``)."""
     quiet = jnp.prod(1.0 - inside[..., None] * busy[1:, None, :, None, :], axis=2)
     skipped_c = (lt[1:, None, :, None] * quiet).sum(2)             # [L-1, Kc, 3]
     return jnp.concatenate([jnp.zeros_like(skipped_c[:1]), skipped_c])
@@ -203,7 +207,7 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Access
     busy = exists[:, :, None] * jnp.asarray(RELEVANT).T[None]      # [L, 7(e), 3]
     log_idle = _log_not(busy)
     inside = inside_mask(m.rank[1:])                               # [L-1, Kc, 7(e), 7(d)]
-    skipped_c = skipped_candidates(m)                              # [L, Kc, 3]
+    skipped_c = _skipped(lt, busy, inside)                         # [L, Kc, 3]
     skipped = (m.order_weights[..., None] * skipped_c).sum(1)      # [L, 3]
 
     # Outer-loop multipliers of every level's fills, for all levels and tensors at once:
