@@ -69,10 +69,11 @@ def _per_seed_geomean(results: dict[str, dict], ids: list[str], key: str) -> flo
 
 def _write_outputs(out: pathlib.Path, title: str, notes: list[str], header: list[str],
                    rows: list[list[Any]], csv_header: list[str] | None = None,
-                   csv_rows: list[list[Any]] | None = None) -> str:
+                   csv_rows: list[list[Any]] | None = None, more: str = "") -> str:
     text = f"# {title}\n\n" + markdown(header, rows) + "\n"
     if notes:
         text += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    text += more
     write_atomic(out / "table.md", text)
     write_atomic(out / "table.csv", csv_text(csv_header or header, csv_rows or rows))
     return text
@@ -302,13 +303,16 @@ class EndToEnd:
         out["network"] = p["network"]
         return out
 
-    def _table(self, params: EndToEndParams, results: dict[str, dict]
+    def _table(self, params: EndToEndParams, results: dict[str, dict], tag: str | None = None
                ) -> tuple[dict[tuple[str, str], dict[str, Any]], list[str]]:
+        """Per (network, label): the geomeans over seeds of the cases ``tag`` marks (none:
+        the plain cases)."""
         labels = [m.label for m in params.methods]
         cells: dict[tuple[str, str], dict[str, Any]] = {}
         for net in params.networks:
             for label in labels:
-                ids = [safe_id(net, label, f"s{s}") for s in params.seeds]
+                ids = [safe_id(net, label, f"s{s}", *([tag] if tag else []))
+                       for s in params.seeds]
                 found = [results[i] for i in ids if i in results and "infeasible" not in results[i]]
                 if not found:
                     continue
@@ -559,6 +563,9 @@ class ConvergenceParams:
     marks: list[int] = dataclasses.field(default_factory=lambda: [100, 500, 1000, 2000, 5000])
     reference: str = "BACO"
     seed_notes: list[str] = dataclasses.field(default_factory=list)
+    judged_at: list[int] = dataclasses.field(default_factory=list)
+    """Smaller budgets at which every search also runs anew, its final design judged on the
+    three yardsticks: the @N columns compare each search on its own scorer, these on one."""
 
 
 class Convergence(EndToEnd):
@@ -566,6 +573,48 @@ class Convergence(EndToEnd):
     Params = ConvergenceParams
     history = True
     title = "Fig. 6.11: best EDP against samples"
+
+    def check(self, params: ConvergenceParams, where: str) -> None:
+        super().check(params, where)
+        bad = [b for b in params.judged_at if isinstance(b, bool) or b < 1]
+        if bad:
+            raise ConfigError(f"{where}: params.judged_at: budgets must be positive sample "
+                              f"counts, got {bad[0]!r}")
+
+    def cases(self, params: ConvergenceParams) -> list[Case]:
+        return super().cases(params) + [
+            Case(safe_id(net, m.label, f"s{seed}", f"b{b}"),
+                 {"network": net, "method": to_plain(dataclasses.replace(m, budget=b)),
+                  "seed": seed, "history": False})
+            for b in params.judged_at for net in params.networks for m in params.methods
+            for seed in params.seeds if b < m.budget]
+
+    def judged(self, params: ConvergenceParams, results: dict[str, dict],
+               cells: dict[tuple[str, str], dict[str, Any]]) -> tuple[str, list[list[Any]]]:
+        """The table of each search's final design at every judged budget (its own budget
+        included) relative to the reference's at the same budget, on the three yardsticks."""
+        by_budget = {b: self._table(params, results, f"b{b}")[0] for b in params.judged_at}
+        rows = []
+        for net in params.networks:
+            for b in sorted({*params.judged_at, *(m.budget for m in params.methods)}):
+                got = {m.label: (by_budget.get(b, {}) if b < m.budget else cells)
+                       .get((net, m.label)) for m in params.methods if b <= m.budget}
+                ref = got.get(params.reference)
+                for label, c in got.items():
+                    if label == params.reference:
+                        continue
+                    rows.append([net, b, label, *[
+                        c[k] / ref[k] if c and ref and c.get(k) and ref.get(k) else None
+                        for k in ("edp_sim", "edp", "edp_plain")]])
+        header = ["Network", "Samples", "Method", f"simulated / {params.reference}",
+                  f"instr.-aware / {params.reference}", f"plain / {params.reference}"]
+        text = (f"\n## Final designs at each budget, on one yardstick\n\n"
+                + markdown(header, [[*r[:3], *map(ratio, r[3:])] for r in rows]) + "\n\n"
+                f"- Each search given N samples from the start (a search with a larger budget "
+                f"plans differently: BACO's refinement takes the last 30%), its final design "
+                f"judged by `baco.yardsticks`, relative to {params.reference}'s given the same "
+                f"N; above 1: {params.reference} better.\n")
+        return text, rows
 
     @staticmethod
     def best_at(history: list[list[float]], samples: int) -> float | None:
@@ -636,12 +685,17 @@ class Convergence(EndToEnd):
             _budgets_note(params.methods),
             *params.seed_notes, *_infeasible_notes(_infeasible_of(results)),
             *_missing_note(n_cases, len(results))]
+        more, judged_rows = self.judged(params, results, cells) if params.judged_at else ("", [])
+        if judged_rows:
+            write_atomic(out / "judged.csv", csv_text(
+                ["network", "samples", "method", "ratio_sim", "ratio", "ratio_plain"],
+                judged_rows))
         return _write_outputs(out, self.title, notes, header, rows,
                               ["network", "method", "seeds",
                                *[f"best_edp_at_{m}" for m in params.marks],
                                *[f"ratio_at_{m}" for m in params.marks], "final_edp",
                                "final_ratio_sim", "final_ratio", "final_ratio_plain"],
-                              csv_rows)
+                              csv_rows, more)
 
 
 def _geomean_curve(histories: list[list[list[float]]]) -> list[tuple[float, float]]:

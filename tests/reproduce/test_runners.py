@@ -132,6 +132,35 @@ def test_convergence_best_at_marks(tmp_path):
                                                  (400, pytest.approx(4.0))]
 
 
+def test_convergence_judges_every_search_at_the_smaller_budgets_on_one_yardstick(tmp_path):
+    methods = [{"label": "BACO", "search": "baco", "budget": 50},
+               {"label": "Random", "search": "random", "budget": 50}]
+    params = parse_params("convergence", {"methods": methods, "networks": ["resnet50"],
+                                          "marks": [10, 50], "judged_at": [10]}, "t.yaml")
+    cases = {c.id: c.params for c in RUNNERS["convergence"].cases(params)}
+    assert cases[safe_id("resnet50", "Random", "s0", "b10")]["method"]["budget"] == 10
+    assert len(cases) == 4
+
+    def case(edp, sim, plain):
+        return {"edp": edp, "edp_sim": sim, "edp_plain": plain, "cycles": edp, "energy_pj": 1.0,
+                "samples": 50, "history": [[1, edp]]}
+    results = {safe_id("resnet50", "BACO", "s0"): case(2.0, 4.0, 8.0),
+               safe_id("resnet50", "Random", "s0"): case(6.0, 4.0, 4.0),
+               safe_id("resnet50", "BACO", "s0", "b10"): case(1.0, 1.0, 1.0),
+               safe_id("resnet50", "Random", "s0", "b10"): case(3.0, 0.5, 2.0)}
+    text = RUNNERS["convergence"].reduce(params, results, tmp_path, 4)
+    assert "on one yardstick" in text
+    rows = {r["samples"]: r for r in _csv(tmp_path / "judged.csv")}
+    assert [float(rows["10"][k]) for k in ("ratio_sim", "ratio", "ratio_plain")] == pytest.approx(
+        [0.5, 3, 2])
+    assert [float(rows["50"][k]) for k in ("ratio_sim", "ratio", "ratio_plain")] == pytest.approx(
+        [1, 3, 0.5])
+    with pytest.raises(ConfigError, match="params.judged_at"):
+        RUNNERS["convergence"].check(
+            parse_params("convergence", {"methods": methods, "judged_at": [0]}, "t.yaml"),
+            "t.yaml")
+
+
 def test_ablation_row_with_a_missing_surrogate_is_not_available(tmp_path):
     rows = [{"id": "a", "method": {"label": "a", "search": "gemmini_default", "budget": 1}},
             {"id": "e", "requires": ["seed"],
