@@ -608,7 +608,7 @@ class Convergence(EndToEnd):
                         for k in ("edp_sim", "edp", "edp_plain")]])
         header = ["Network", "Samples", "Method", f"simulated / {params.reference}",
                   f"instr.-aware / {params.reference}", f"plain / {params.reference}"]
-        text = (f"\n## Final designs at each budget, on one yardstick\n\n"
+        text = ("\n## Final designs at each budget, on one yardstick\n\n"
                 + markdown(header, [[*r[:3], *map(ratio, r[3:])] for r in rows]) + "\n\n"
                 f"- Each search given N samples from the start (a search with a larger budget "
                 f"plans differently: BACO's refinement takes the last 30%), its final design "
