@@ -19,7 +19,8 @@ A config file looks like ``experiments/configs/resnet50.yaml``::
     network: resnet50                 # a zoo name or a path to an ONNX file
     hardware: gemmini_default         # fixed fields (bandwidth, word widths) and the template
     codesign: {seed: 0, budget_samples: 10000, starts: 8, ...}
-    baselines: [gemmini_default, {name: dosa, options: {learning_rate: 7.5e-5}}]
+    baselines: [gemmini_default, {name: dosa, options: {learning_rate: 7.5e-5}},
+                {name: dosa, label: dosa_iso_area, options: {area_budget_mm2: match}}]
 """
 
 from __future__ import annotations
@@ -215,10 +216,24 @@ class CodesignConfig:
 @dataclasses.dataclass(frozen=True)
 class BaselineSpec:
     """One baseline to run beside the co-design: a name in `baco.search.BASELINES` and its
-    keyword options (the sample budget and seed default to the co-design's)."""
+    keyword options (the sample budget and seed default to the co-design's). ``label`` names
+    it in the results (default: ``name``), so one search can run twice with other options.
+    ``area_budget_mm2: match`` holds a search that takes an area budget to the area of
+    BACO's design (an iso-area comparison)."""
 
     name: str
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "options": dict(self.options)}
+        if self.label != self.name:
+            out["label"] = self.label
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,7 +272,7 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
-        out["baselines"] = [{"name": b.name, "options": dict(b.options)} for b in self.baselines]
+        out["baselines"] = [b.to_dict() for b in self.baselines]
         return out
 
     @classmethod
@@ -458,8 +473,13 @@ def _baselines(raw: Any, where: str) -> tuple[BaselineSpec, ...]:
         if isinstance(item, str):
             item = {"name": item}
         specs.append(build_dataclass(BaselineSpec, item, f"baselines[{i}]", where))
-    names = [s.name for s in specs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    labels = [s.label for s in specs]
+    dupes = sorted({n for n in labels if labels.count(n) > 1})
     if dupes:
-        raise ConfigError(f"{where}: baselines lists {dupes[0]!r} twice")
+        raise ConfigError(f"{where}: baselines lists {dupes[0]!r} twice (give one a label:)")
+    for i, spec in enumerate(specs):
+        area = spec.options.get("area_budget_mm2")
+        if isinstance(area, str) and area != "match":
+            raise ConfigError(f"{where}: baselines[{i}].options.area_budget_mm2: a number of "
+                              f"mm2 or 'match' (BACO's design's area), got {area!r}")
     return tuple(specs)

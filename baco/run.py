@@ -7,7 +7,7 @@ atomically and only once everything has succeeded:
 
 * ``DIR/config.yaml``: the config as run (defaults filled in);
 * ``DIR/results.json``: ``{"edp", "latency_cycles", "energy_pj", "samples", "hardware",
-  "layers": [...], "history": [...], "baselines": {NAME: {"edp", "samples", ...}}, ...}``;
+  "layers": [...], "history": [...], "baselines": {LABEL: {"edp", "samples", ...}}, ...}``;
 * ``DIR/history.csv``: ``method, samples, seconds, best_edp`` -- the best EDP against samples and
   against wall-clock seconds, for the co-design and every baseline.
 * with ``emit_kernels``, ``DIR/kernels/NN_LAYER.py``: each unique layer's block-DSL kernel for
@@ -19,7 +19,9 @@ alone, so the same seed gives the same file, and a run killed and resumed (``--r
 
 With ``hw_mode: free`` the co-design picks the DRAM bandwidth; every baseline then runs with
 the bandwidth BACO's design has (`baseline_hardware`), so the ratios compare searches, not
-memory systems (each method's hardware and area are in the results).
+memory systems (each method's hardware and area are in the results). A baseline that takes
+an area budget can be held to the area of BACO's design (``area_budget_mm2: match``), so that
+a gain is not bought with area; its ``label`` keeps it apart from the same search unbounded.
 
 Every method's design is scored on one scorer (`baco.rounding.common_score`): when the
 co-design is instruction-aware, the design as DIM x DIM instructions run it (array axes filled
@@ -51,6 +53,7 @@ from baco.fusion import fused_chains
 from baco.result import CodesignResult
 from baco.rounding import design_of
 from baco.yardsticks import YARDSTICKS, Yardsticks, yardsticks
+from perfmodels.energy import config_area_mm2
 from workloads.errors import ConfigError
 from workloads.files import write_atomic
 
@@ -237,6 +240,10 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"{config.source}: baselines[{i}]: unknown baseline "
                               f"{spec.name!r}{hint} (known: {', '.join(sorted(registry))})")
+        if ("area_budget_mm2" in spec.options
+                and "area_budget_mm2" not in inspect.signature(registry[spec.name]).parameters):
+            raise ConfigError(f"{config.source}: baselines[{i}].options.area_budget_mm2: "
+                              f"{spec.name} takes no area budget")
     out = output_dir(config, out_dir)
     prepare_output(out, resume, force)
     network = load_network(config.network_source(), input_shapes=config.input_shapes)
@@ -257,18 +264,20 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
 
     found: dict[str, CodesignResult] = {}
     for spec in config.baselines:
-        path = ckpt_dir / f"baseline-{spec.name}.json"
+        label = spec.label
+        path = ckpt_dir / f"baseline-{label}.json"
         if resume and path.exists():
-            found[spec.name] = CodesignResult.from_json(path.read_text(), where=str(path))
-            _say(f"{spec.name}: finished before the interruption, reused from {path}",
-                 progress)
+            found[label] = CodesignResult.from_json(path.read_text(), where=str(path))
+            _say(f"{label}: finished before the interruption, reused from {path}", progress)
             continue
-        found[spec.name] = _run_baseline(spec.name, registry[spec.name], network,
-                                         dict(spec.options), config,
-                                         baseline_hardware(config, result), progress)
-        write_atomic(path, found[spec.name].to_json())
-        _say(f"{spec.name}: EDP {found[spec.name].edp:.4g} on the {BASELINE_YARDSTICK}, its "
-             f"own objective ({found[spec.name].samples} samples)", progress)
+        options = dict(spec.options)
+        if options.get("area_budget_mm2") == "match":
+            options["area_budget_mm2"] = config_area_mm2(result.hardware)
+        found[label] = _run_baseline(label, registry[spec.name], network, options, config,
+                                     baseline_hardware(config, result), progress)
+        write_atomic(path, found[label].to_json())
+        _say(f"{label}: EDP {found[label].edp:.4g} on the {BASELINE_YARDSTICK}, its own "
+             f"objective ({found[label].samples} samples)", progress)
 
     judged = {}
     for name, res in [("baco", result), *found.items()]:
@@ -315,7 +324,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
                      judged: dict[str, Yardsticks] | None = None) -> dict[str, Any]:
     """The results.json content: deterministic given the config (no wall-clock times).
 
-    BACO (top level) and every ``baselines[NAME]`` carry ``yardsticks`` (``plain``,
+    BACO (top level) and every ``baselines[LABEL]`` carry ``yardsticks`` (``plain``,
     ``instruction_aware``, ``simulated``: each ``{"edp", "latency_cycles", "energy_pj",
     "area_mm2"}``; `baco.yardsticks`), ``area_mm2`` of the design's hardware, and, for a
     baseline, ``edp_ratios``: how many times BACO's EDP is lower on each yardstick. ``edp``
@@ -325,7 +334,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     co-design, whose own EDP is its learned model's, the top-level ``edp`` is the yardstick's
     too); ``edp_analytic`` / ``edp_ratio_analytic`` are the plain yardstick's, and
     ``edp_as_reported`` what the search itself reported.
-    `judged` holds the methods' `Yardsticks` if already computed (by name, ``"baco"`` for
+    `judged` holds the methods' `Yardsticks` if already computed (by label, ``"baco"`` for
     the co-design).
     """
     judged = dict(judged or {})

@@ -101,6 +101,9 @@ def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monke
     (("  round_every: 10", "  round_evry: 10"), "codesign.round_evry"),
     (("  starts: 2", "  starts: two"), "codesign.starts"),
     (("  - name: dosa", "  - name: dosaa"), "unknown baseline 'dosaa'"),
+    (("  - name: dosa", "  - dosa\n  - name: dosa"), "lists 'dosa' twice (give one a label"),
+    (("{starts: 2,", "{area_budget_mm2: same, starts: 2,"),
+     "baselines[0].options.area_budget_mm2: a number of mm2 or 'match'"),
 ])
 def test_a_bad_config_fails_in_one_line_and_writes_nothing(tmp_path, capsys, edit, needle):
     text = TINY.read_text()
@@ -145,10 +148,13 @@ def test_a_fused_suite_case_runs_marks_its_layers_and_simulates_its_chain(tmp_pa
 
 def test_with_free_hardware_the_baselines_get_the_bandwidth_baco_chose(tmp_path, capsys):
     """``hw_mode: free`` picks the DRAM bandwidth; the baselines, which cannot, run with the
-    one BACO's design has, and results.json shows each method's hardware."""
+    one BACO's design has, and results.json shows each method's hardware. A labelled second
+    DOSA-style search is held to BACO's area (``area_budget_mm2: match``)."""
     config = yaml.safe_load(TINY.read_text())
     config["codesign"].update(hw_mode="free", max_dram_bw_words=32)
-    config["baselines"] = ["gemmini_default"] + config["baselines"]
+    iso = {"name": "dosa", "label": "dosa_iso_area",
+           "options": {**config["baselines"][0]["options"], "area_budget_mm2": "match"}}
+    config["baselines"] = ["gemmini_default"] + config["baselines"] + [iso]
     path = tmp_path / "free.yaml"
     path.write_text(yaml.safe_dump(config))
     code, out, err = run(capsys, "run", path, "--out", tmp_path / "out", "--quiet")
@@ -160,3 +166,8 @@ def test_with_free_hardware_the_baselines_get_the_bandwidth_baco_chose(tmp_path,
         assert doc["baselines"][name]["hardware"]["dram_bw_words"] == chosen
     assert doc["baselines"]["gemmini_default"]["hardware"]["pe_rows"] == 16
     assert f"DRAM {chosen:g} words/cycle" in out
+    held = doc["baselines"]["dosa_iso_area"]
+    assert held["method"] == "dosa" and held["area_mm2"] <= doc["area_mm2"] * (1 + 1e-6)
+    assert "baco vs dosa_iso_area:" in out
+    written = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert written["baselines"][2] == iso
