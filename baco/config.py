@@ -474,6 +474,9 @@ def _baselines(raw: Any, where: str) -> tuple[BaselineSpec, ...]:
             item = {"name": item}
         specs.append(build_dataclass(BaselineSpec, item, f"baselines[{i}]", where))
     labels = [s.label for s in specs]
+    if "baco" in labels:
+        raise ConfigError(f"{where}: baselines[{labels.index('baco')}]: 'baco' names the "
+                          "co-design in the results; give the baseline another label")
     dupes = sorted({n for n in labels if labels.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}: baselines lists {dupes[0]!r} twice (give one a label:)")

@@ -102,6 +102,7 @@ def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monke
     (("  starts: 2", "  starts: two"), "codesign.starts"),
     (("  - name: dosa", "  - name: dosaa"), "unknown baseline 'dosaa'"),
     (("  - name: dosa", "  - dosa\n  - name: dosa"), "lists 'dosa' twice (give one a label"),
+    (("  - name: dosa", "  - name: dosa\n    label: baco"), "'baco' names the co-design"),
     (("{starts: 2,", "{area_budget_mm2: same, starts: 2,"),
      "baselines[0].options.area_budget_mm2: a number of mm2 or 'match'"),
 ])
