@@ -34,7 +34,9 @@ def test_a_reproduce_experiment_is_not_a_run_config():
 
 def test_the_default_config_lists_the_issue_baselines():
     config = ExperimentConfig.load(ROOT / "experiments" / "configs" / "resnet50.yaml")
-    assert [b.name for b in config.baselines] == ["gemmini_default", "dosa"]
+    assert [b.label for b in config.baselines] == ["gemmini_default", "dosa", "dosa_iso_area"]
+    assert config.baselines[2].name == "dosa"
+    assert config.baselines[2].options["area_budget_mm2"] == "match"
     assert config.network == "resnet50"
 
 
