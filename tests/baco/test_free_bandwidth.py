@@ -88,7 +88,7 @@ def _log_edp_grad(layer: Layer, words: float) -> float:
                         log_max_acc_kb=big, log_max_dram_bw=math.log(64), learning_rate=0.05,
                         decay_steps=10, lr_final_fraction=0.1, round_steps=10,
                         objective=objective)
-    grad = jax.grad(lambda t: objective(t, space, settings)[0])(theta)
+    grad = jax.jit(jax.grad(lambda t: objective(t, space, settings)[0]))(theta)
     return float(grad.hw.log_dram_bw_words)
 
 

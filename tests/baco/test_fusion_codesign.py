@@ -177,8 +177,8 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     theta, _ = state._new_start(0)
 
     def loss(settings):
-        (value, totals), grad = jax.value_and_grad(
-            lambda t: search.objective(t, state.space, settings), has_aux=True)(theta)
+        (value, totals), grad = jax.jit(jax.value_and_grad(
+            lambda t: search.objective(t, state.space, settings), has_aux=True))(theta)
         return float(value), [float(x) for x in totals], grad
 
     fused, (cycles, pj), grad = loss(state.settings)
