@@ -163,7 +163,7 @@ def instruction_runs(m: MappingArrays, num_levels: int) -> Runs:
     log_run, none_yet, open_ = jnp.zeros(3), jnp.ones(3), jnp.zeros((3, 7))
     for level in range(int(reach.max())):
         exists = gate(lt[level]) * among                               # [A, 7]
-        inside = inside_mask(m.rank[level]) * (1.0 - jnp.eye(7))       # [Kc, 7(e), 7(d)]
+        inside = inside_mask(m.rank[level]) * ~eye                     # [Kc, 7(e), 7(d)]
         first = exists[:, None] * jnp.prod(
             1.0 - inside[None] * exists[:, None, :, None], axis=2)     # [A, Kc, 7]
         inner = (m.order_weights[level][None, :, None] * first).sum(1)           # [A, 7]
