@@ -14,6 +14,9 @@ A neighbour of a layer's program changes one thing:
 * a prime factor of a dim moves between two of its slots (spatial or temporal, any level);
 * one level's loop order becomes one of the candidate orders, or two adjacent loops swap;
 * one level's pipeline stages go up or down by one.
+
+Each round also scores whole-network moves (`global_moves`): changes to every layer at once
+that the coupled hardware makes unreachable one layer at a time.
 """
 
 from __future__ import annotations
@@ -105,13 +108,14 @@ def layer_moves(rounder: Rounder, design: Design, b: int, candidate_orders: np.n
 def global_moves(rounder: Rounder, design: Design, candidate_orders: np.ndarray
                  ) -> list[Arrays]:
     """Whole-network neighbours that no one-layer move reaches (the hardware couples the
-    layers: the PE array is as wide as the widest layer needs): every layer's fan-out on an
-    array axis narrowed or widened by a prime (its loop at that level taking up the
-    difference; tiles unchanged), one level's stages up or down everywhere, one level's loop
-    order set to a candidate everywhere."""
+    layers: the PE array is as wide as the widest layer needs): every layer's array axes
+    filled from any loop of the dim (`fill_moves`), every layer's fan-out on an array axis
+    narrowed or widened by a prime (its loop at that level taking up the difference; tiles
+    unchanged), one level's stages up or down everywhere, one level's loop order set to a
+    candidate everywhere."""
     T0, S0, O0, ST0 = design.temporal, design.spatial, design.order, design.stages
     n_levels = T0.shape[1]
-    out: list[Arrays] = []
+    out: list[Arrays] = fill_moves(rounder, design)
     for level in range(n_levels):
         for d in range(T0.shape[2]):
             if not rounder.s_mask[level, d]:
@@ -149,6 +153,14 @@ def global_moves(rounder: Rounder, design: Design, candidate_orders: np.ndarray
             if not np.array_equal(O, O0):
                 out.append((T0, S0, O, ST0))
     return out
+
+
+def fill_moves(rounder: Rounder, design: Design) -> list[Arrays]:
+    """Every layer's array axes filled from the dim's loop at any level
+    (`Rounder.fill_array` with ``any_loop``), as one move; none if nothing widens."""
+    T, S = design.temporal.copy(), design.spatial.copy()
+    rounder.fill_array(T[None], S[None], any_loop=True)
+    return [] if np.array_equal(S, design.spatial) else [(T, S, design.order, design.stages)]
 
 
 def neighbours(rounder: Rounder, design: Design, layers: Sequence[int], moves: int,

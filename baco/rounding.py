@@ -279,7 +279,7 @@ class Rounder:
         return temporal, spatial
 
     def fill_array(self, temporal: np.ndarray, spatial: np.ndarray,
-                   block: dict[int, float] | None = None) -> None:
+                   block: dict[int, float] | None = None, any_loop: bool = False) -> None:
         """Instruction awareness: widen each array axis's spatial factor (in place) to the
         largest divisor of that level's extent of the dim that fits the array.
 
@@ -287,8 +287,12 @@ class Rounder:
         largest spatial factor any layer of the design uses on any axis, or the fixed
         hardware's fan-out). A block with fewer real rows or columns runs padded, so the
         loop at the same level is folded into the fan-out where the dim allows. The level's
-        tile, and every other tile, is unchanged.
+        tile, and every other tile, is unchanged. With `any_loop`, the fan-out may instead
+        take from the dim's loop at any level (the one that widens it most; the same level on
+        ties), that loop keeping the rest: a K96 beside K8 one level in becomes K128 and K6,
+        which no single prime move reaches without first making the design worse.
         """
+        n_levels = temporal.shape[2]
         for p in range(temporal.shape[0]):
             for level, d in self.axes:
                 if block is not None:
@@ -298,12 +302,20 @@ class Rounder:
                 else:
                     dim = max(int(spatial[p][:, a_l, a_d].max()) for a_l, a_d in self.axes)
                     dim = min(dim, self.fan_cap[level])
+                loops = [level] + ([l for l in range(n_levels) if l != level] if any_loop
+                                   else [])
                 for b in range(temporal.shape[1]):
-                    extent = int(temporal[p, b, level, d] * spatial[p, b, level, d])
-                    c = max(x for x in divisors(extent) if x <= dim)
-                    if c > spatial[p, b, level, d]:
-                        spatial[p, b, level, d] = c
-                        temporal[p, b, level, d] = extent // c
+                    s = int(spatial[p, b, level, d])
+                    widest, source = s, None
+                    for l in loops:
+                        f = int(temporal[p, b, l, d])
+                        if f > 1:
+                            c = max(x for x in divisors(s * f) if x <= dim)
+                            if c > widest:
+                                widest, source = c, l
+                    if source is not None:
+                        temporal[p, b, source, d] = temporal[p, b, source, d] * s // widest
+                        spatial[p, b, level, d] = widest
 
     def realize(self, design: Design) -> Design:
         """`design` as DIM x DIM instructions run it (needs ``aware``): each array axis filled
@@ -353,7 +365,7 @@ class Rounder:
         """
         temporal, spatial = self.round_factors(log_temporal, log_spatial)
         if self.aware:
-            self.fill_array(temporal, spatial)
+            self.fill_array(temporal, spatial, any_loop=True)
         stage = np.clip(np.rint(np.asarray(stages, np.float64)), 1, MAX_STAGES).astype(np.int64)
         stage[..., -1] = 1
         order = np.asarray(orders, np.int64)[..., ::-1]

@@ -127,6 +127,46 @@ def test_fill_array_folds_loops_into_the_array_without_changing_tiles():
     assert np.array_equal(np.cumprod(T * S, axis=2), before)
 
 
+def test_fill_array_from_any_loop_takes_the_dim_from_another_level():
+    layer = Layer.conv2d(R=1, S=1, P=16, Q=16, C=128, K=768)
+    rounder = Rounder(HW, [layer], aware=True)
+    T = np.ones((1, 1, 4, 7), np.int64)
+    S = np.ones((1, 1, 4, 7), np.int64)
+    T[0, 0, 3, 2:4] = 16                                 # P, Q at DRAM
+    S[0, 0, 1, 4] = 128                                  # C128 across the array: DIM = 128
+    S[0, 0, 2, 5] = 96                                   # K96 at the scratchpad ...
+    T[0, 0, 1, 5] = 8                                    # ... and K8 one level in
+    same = (T.copy(), S.copy())
+    rounder.fill_array(*same)                            # the same level has no K loop
+    assert np.array_equal(same[1], S)
+    rounder.fill_array(T, S, any_loop=True)
+    assert S[0, 0, 2, 5] == 128 and T[0, 0, 1, 5] == 6
+    assert np.array_equal((T * S).prod(axis=2), same[0].prod(axis=2) * same[1].prod(axis=2))
+
+
+def test_refinement_fills_the_array_in_one_move_where_two_prime_moves_are_needed():
+    from baco.refine import global_moves, layer_moves
+
+    layer = Layer.conv2d(R=1, S=1, P=16, Q=16, C=128, K=768)
+    rounder = Rounder(HW, [layer], aware=True)
+    T = np.ones((1, 4, 7), np.int64)
+    S = np.ones((1, 4, 7), np.int64)
+    T[0, 3, 2:4] = 16
+    S[0, 1, 4], S[0, 2, 5], T[0, 1, 5] = 128, 96, 8
+    (design,) = rounder.finish(T[None], S[None], np.tile(np.arange(7), (1, 1, 4, 1)),
+                               np.ones((1, 1, 4), np.int64))
+    widened = [(t, s) for t, s, _, _ in global_moves(rounder, design, np.arange(7)[None])
+               if s[0, 2, 5] == 128]
+    assert len(widened) == 1
+    assert not any(s[2, 5] == 128 for _, s, _, _ in
+                   layer_moves(rounder, design, 0, np.arange(7)[None]))
+    t, s = widened[0]
+    assert t[0, 1, 5] == 6 and np.array_equal((t * s).prod(axis=1), (T * S).prod(axis=1))
+    (filled,) = rounder.finish(t[None], s[None], design.order[None], design.stages[None])
+    before, after = rounder.score([design, filled]).cycles[:, 0]
+    assert after < before                               # no padded array columns
+
+
 def test_infeasible_bounds_are_refused_before_any_search():
     with pytest.raises(InfeasibleError, match="max_sp_kb"):
         Rounder(HW, LAYERS, max_sp_kb=0.5)
