@@ -247,7 +247,9 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     """`perfmodels.analytic.evaluate`, on the padded nest if `aware` (pure; jit and vmap it).
 
     The padded nest gives compute, register and buffer terms and the footprints; the DRAM
-    level's reads and updates come from the real nest. Cycles, energy and EDP are recombined
+    level's reads and updates come from the real nest. Input tiles are counted whole at every
+    load (`perfmodels.accesses.accesses` with ``halo=False``), as the programs fetch them:
+    no sliding-window reuse between consecutive tiles. Cycles, energy and EDP are recombined
     through the model's own `latency` and `energy` functions, with the per-load latency on
     (``load_latency``: each tile load pays the template's DMA set-up and round trip, and the
     pipeline its fill, so stages beyond double buffering can hide it; see
@@ -259,8 +261,8 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     lv = level_arrays(template, hwp)
     padded_layer, padded_m, _ = pad(template, layer, m, lv.fanout)
     out = model_evaluate(template, padded_layer, hwp, padded_m)
-    acc_pad = accesses(template, padded_layer, padded_m)
-    acc_real = accesses(template, layer, m)
+    acc_pad = accesses(template, padded_layer, padded_m, halo=False)
+    acc_real = accesses(template, layer, m, halo=False)
     top = template.num_levels - 1
     acc = acc_pad._replace(
         reads=acc_pad.reads.at[top].set(acc_real.reads[top]),
