@@ -36,6 +36,7 @@ def test_input_tiles_are_fetched_whole_at_every_load_as_the_program_does():
     from accel.isa import IsaParams
     from accel.lower import lower
     from accel.sim.decode import decode
+    from baco.search.random_pruned import pruned_mappings
     from baco.yardsticks import gemmini_levels, trace_accesses
     from perfmodels.accesses import I
 
@@ -48,10 +49,22 @@ def test_input_tiles_are_fetched_whole_at_every_load_as_the_program_does():
     tile = 4 * 16 * 16                                   # P4 x Q16 pixels x C16, no halo
     assert float(aware.reads[-1, I]) == pytest.approx(4 * 3 * 3 * tile)
     assert float(plain.reads[-1, I]) < 0.5 * float(aware.reads[-1, I])
-    low = lower(layer, m, HW)
-    decoded = decode(low.trace, IsaParams.from_hardware(HW), None)
-    moved = trace_accesses(decoded, low.alloc, gemmini_levels(HW.template_spec), 4)
-    assert moved["reads"][-1, I] == pytest.approx(float(aware.reads[-1, I]))
+
+    def moved(layer, m):
+        low = lower(layer, m, HW)
+        decoded = decode(low.trace, IsaParams.from_hardware(HW), None)
+        return trace_accesses(decoded, low.alloc, gemmini_levels(HW.template_spec), 4)
+
+    assert moved(layer, m)["reads"][-1, I] == pytest.approx(float(aware.reads[-1, I]))
+    # and so for random mappings of strided and unstrided windows
+    rng = np.random.default_rng(0)
+    for layer in (Layer.conv2d(R=3, S=3, P=14, Q=14, C=32, K=32),
+                  Layer.conv2d(R=7, S=7, P=16, Q=16, C=3, K=16, Hstride=2, Wstride=2)):
+        batch, distinct = pruned_mappings(layer, HW, 4, rng)
+        for i in range(distinct):
+            m = batch.mapping(i, ("W", "O", "WI", "WIO"))
+            aware = instructions.exact(layer, HW, m, aware=True)
+            assert moved(layer, m)["reads"][-1, I] == pytest.approx(float(aware.reads[-1, I]))
 
 
 def test_half_empty_blocks_pay_for_their_padding():
