@@ -56,7 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accel.arch import HardwareConfig, HwParams, Template, level_arrays
+from accel.arch import HardwareConfig, HwParams, Template, level_arrays, tensor_bits
 from accel.mapping import Mapping, span
 from perfmodels import relax
 from perfmodels.accesses import (
@@ -218,27 +218,44 @@ def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: Mappin
     """The fewest cycles the DRAM moves' instructions take, at the template's ``load`` and
     ``store`` instruction costs (their queues run side by side; none: 0).
 
-    A row is one pixel's channels on the array's axis (Cs inputs, Ks outputs). Outputs go
+    A row is one pixel's channels on the array's axis (Cs inputs, Ks outputs, Ks weights of
+    one reduction index) and costs one DRAM request per ``request_bytes`` of it. Outputs go
     out in runs of the accumulator tile's innermost output loop; inputs come in runs of the
     scratchpad tile's innermost input loop, or under a sliding window one line of the tile's
-    window at a time. Weights and bias loads are not counted.
+    window at a time. Weights, an epilogue's bias (int32) and residual (int8), loaded into
+    every output row before its first compute, and partial sums (int32, out and back when
+    the nest leaves an accumulator tile before its reduction is done) move in whole
+    instructions.
     """
     top = template.num_levels - 1
     floor = jnp.float32(0.0)
+    ks = jnp.exp(m.log_spatial[:, K].sum())
+    cs = jnp.exp(m.log_spatial[:, C].sum())
+    w_bytes, i_bytes, acc_bytes = tensor_bits(hwp) / 8             # W, I, O (partial sums)
+    out_rows = jnp.prod(layer.dims[jnp.array([P, Q, K, N])]) / ks
+    partial_rows = jnp.maximum(acc.updates[top, O] / ks - out_rows, 0.0)
+
+    def requests(c: dict[str, Any], rows: Any, row_bytes: Any) -> Any:
+        return rows * jnp.maximum(1.0, row_bytes / c["request_bytes"])
+
     store = template.instruction("store")
     if store is not None:
         c = store.evaluate(template, hwp)
-        rows = acc.updates[top, O] / jnp.exp(m.log_spatial[:, K].sum())
         run = jnp.minimum(jnp.exp(runs.store), c["max_rows"])
-        floor = jnp.maximum(floor, rows * _per_row(c, run))
+        reqs = requests(c, out_rows, ks * i_bytes) + requests(c, partial_rows, ks * acc_bytes)
+        floor = jnp.maximum(floor, reqs * _per_row(c, run))
     load = template.instruction("load")
     if load is not None:
         c = load.evaluate(template, hwp)
-        rows = acc.reads[top, I] / jnp.exp(m.log_spatial[:, C].sum())
+        rows = acc.reads[top, I] / cs
         ext = jnp.exp(jnp.cumsum(m.log_temporal + m.log_spatial, axis=0)[top - 1])
         line = span(ext[Q], ext[S], layer.stride[1], layer.dilation[1])
         run = jnp.where(_window(layer), line, jnp.exp(runs.load))
-        floor = jnp.maximum(floor, rows * _per_row(c, jnp.minimum(run, c["max_rows"])))
+        inputs = requests(c, rows, cs * i_bytes) * _per_row(c, jnp.minimum(run, c["max_rows"]))
+        whole = (requests(c, acc.reads[top, W] / ks, ks * w_bytes)
+                 + requests(c, layer.bias * out_rows + partial_rows, ks * acc_bytes)
+                 + requests(c, layer.residual * out_rows, ks * i_bytes))
+        floor = jnp.maximum(floor, inputs + whole * _per_row(c, c["max_rows"]))
     return floor
 
 

@@ -57,12 +57,15 @@ SHARED = 1.0 - RELEVANT
 
 class LayerArrays(NamedTuple):
     """A layer as float arrays: ``dims[7]``, ``stride[2]``, ``dilation[2]`` (P/R axis first),
-    ``groups`` (independent copies of the loop nest)."""
+    ``groups`` (independent copies of the loop nest), and 1/0 for an epilogue's bias and
+    residual that the accumulator loads before the first compute (instruction costs only)."""
 
     dims: Any
     stride: Any
     dilation: Any
     groups: Any
+    bias: Any = 0.0
+    residual: Any = 0.0
 
 
 class MappingArrays(NamedTuple):
