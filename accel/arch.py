@@ -207,8 +207,7 @@ class InstructionCost:
     or of a tile moved to or from DRAM); it holds its queue ``max(rows, min_cycles)`` cycles
     and completes ``latency_cycles`` later, and at most ``in_flight`` of its kind are
     outstanding (reservation-station entries). A compute's weight block takes
-    ``preload_cycles`` to load, of which the compute before it hides its own length. A move
-    issues one DRAM request per ``request_bytes`` of a row (default: one per row).
+    ``preload_cycles`` to load, of which the compute before it hides its own length.
     """
 
     max_rows: Expr
@@ -216,11 +215,9 @@ class InstructionCost:
     in_flight: Expr
     min_cycles: Expr
     preload_cycles: Expr
-    request_bytes: Expr
 
     KINDS: ClassVar[tuple[str, ...]] = ("compute", "load", "store")
-    OPTIONAL: ClassVar[dict[str, float]] = {"min_cycles": 1.0, "preload_cycles": 0.0,
-                                            "request_bytes": 1e9}
+    OPTIONAL: ClassVar[dict[str, float]] = {"min_cycles": 1.0, "preload_cycles": 0.0}
 
     @classmethod
     def table_from_dict(cls, raw: Any, where: str, allowed: tuple[str, ...]

@@ -56,7 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accel.arch import HardwareConfig, HwParams, Template, level_arrays, tensor_bits
+from accel.arch import HardwareConfig, HwParams, Template, level_arrays
 from accel.mapping import Mapping, span
 from perfmodels import relax
 from perfmodels.accesses import (
@@ -218,44 +218,27 @@ def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: Mappin
     """The fewest cycles the DRAM moves' instructions take, at the template's ``load`` and
     ``store`` instruction costs (their queues run side by side; none: 0).
 
-    A row is one pixel's channels on the array's axis (Cs inputs, Ks outputs, Ks weights of
-    one reduction index) and costs one DRAM request per ``request_bytes`` of it. Outputs go
+    A row is one pixel's channels on the array's axis (Cs inputs, Ks outputs). Outputs go
     out in runs of the accumulator tile's innermost output loop; inputs come in runs of the
     scratchpad tile's innermost input loop, or under a sliding window one line of the tile's
-    window at a time. Weights, an epilogue's bias (int32) and residual (int8), loaded into
-    every output row before its first compute, and partial sums (int32, out and back when
-    the nest leaves an accumulator tile before its reduction is done) move in whole
-    instructions.
+    window at a time. Weights and bias loads are not counted.
     """
     top = template.num_levels - 1
     floor = jnp.float32(0.0)
-    ks = jnp.exp(m.log_spatial[:, K].sum())
-    cs = jnp.exp(m.log_spatial[:, C].sum())
-    w_bytes, i_bytes, acc_bytes = tensor_bits(hwp) / 8             # W, I, O (partial sums)
-    out_rows = jnp.prod(layer.dims[jnp.array([P, Q, K, N])]) / ks
-    partial_rows = jnp.maximum(acc.updates[top, O] / ks - out_rows, 0.0)
-
-    def requests(c: dict[str, Any], rows: Any, row_bytes: Any) -> Any:
-        return rows * jnp.maximum(1.0, row_bytes / c["request_bytes"])
-
     store = template.instruction("store")
     if store is not None:
         c = store.evaluate(template, hwp)
+        rows = acc.updates[top, O] / jnp.exp(m.log_spatial[:, K].sum())
         run = jnp.minimum(jnp.exp(runs.store), c["max_rows"])
-        reqs = requests(c, out_rows, ks * i_bytes) + requests(c, partial_rows, ks * acc_bytes)
-        floor = jnp.maximum(floor, reqs * _per_row(c, run))
+        floor = jnp.maximum(floor, rows * _per_row(c, run))
     load = template.instruction("load")
     if load is not None:
         c = load.evaluate(template, hwp)
-        rows = acc.reads[top, I] / cs
+        rows = acc.reads[top, I] / jnp.exp(m.log_spatial[:, C].sum())
         ext = jnp.exp(jnp.cumsum(m.log_temporal + m.log_spatial, axis=0)[top - 1])
         line = span(ext[Q], ext[S], layer.stride[1], layer.dilation[1])
         run = jnp.where(_window(layer), line, jnp.exp(runs.load))
-        inputs = requests(c, rows, cs * i_bytes) * _per_row(c, jnp.minimum(run, c["max_rows"]))
-        whole = (requests(c, acc.reads[top, W] / ks, ks * w_bytes)
-                 + requests(c, layer.bias * out_rows + partial_rows, ks * acc_bytes)
-                 + requests(c, layer.residual * out_rows, ks * i_bytes))
-        floor = jnp.maximum(floor, inputs + whole * _per_row(c, c["max_rows"]))
+        floor = jnp.maximum(floor, rows * _per_row(c, jnp.minimum(run, c["max_rows"])))
     return floor
 
 
@@ -264,9 +247,7 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     """`perfmodels.analytic.evaluate`, on the padded nest if `aware` (pure; jit and vmap it).
 
     The padded nest gives compute, register and buffer terms and the footprints; the DRAM
-    level's reads and updates come from the real nest. Input tiles are counted whole at every
-    load (`perfmodels.accesses.accesses` with ``halo=False``), as the programs fetch them:
-    no sliding-window reuse between consecutive tiles. Cycles, energy and EDP are recombined
+    level's reads and updates come from the real nest. Cycles, energy and EDP are recombined
     through the model's own `latency` and `energy` functions, with the per-load latency on
     (``load_latency``: each tile load pays the template's DMA set-up and round trip, and the
     pipeline its fill, so stages beyond double buffering can hide it; see
@@ -278,8 +259,8 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     lv = level_arrays(template, hwp)
     padded_layer, padded_m, _ = pad(template, layer, m, lv.fanout)
     out = model_evaluate(template, padded_layer, hwp, padded_m)
-    acc_pad = accesses(template, padded_layer, padded_m, halo=False)
-    acc_real = accesses(template, layer, m, halo=False)
+    acc_pad = accesses(template, padded_layer, padded_m)
+    acc_real = accesses(template, layer, m)
     top = template.num_levels - 1
     acc = acc_pad._replace(
         reads=acc_pad.reads.at[top].set(acc_real.reads[top]),

@@ -57,15 +57,12 @@ SHARED = 1.0 - RELEVANT
 
 class LayerArrays(NamedTuple):
     """A layer as float arrays: ``dims[7]``, ``stride[2]``, ``dilation[2]`` (P/R axis first),
-    ``groups`` (independent copies of the loop nest), and 1/0 for an epilogue's bias and
-    residual that the accumulator loads before the first compute (instruction costs only)."""
+    ``groups`` (independent copies of the loop nest)."""
 
     dims: Any
     stride: Any
     dilation: Any
     groups: Any
-    bias: Any = 0.0
-    residual: Any = 0.0
 
 
 class MappingArrays(NamedTuple):
@@ -192,14 +189,8 @@ def _skipped(lt: Any, busy: Any, inside: Any) -> Any:
     return jnp.concatenate([jnp.zeros_like(skipped_c[:1]), skipped_c])
 
 
-def accesses(template: Template, layer: LayerArrays, m: MappingArrays, halo: bool = True
-             ) -> Accesses:
-    """Fills, reads and updates at every level for one layer and mapping (one group).
-
-    `halo` False drops the input-halo rule: an input tile is fetched whole every time a loop
-    relevant to it turns, as the emitted programs load it (`accel.lower.ws`: a tile is loaded
-    when it changes), where Timeloop and DOSA fetch only the rows a sliding window adds.
-    """
+def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Accesses:
+    """Fills, reads and updates at every level for one layer and mapping (one group)."""
     keeps = template.keeps_mask
     n_levels = template.num_levels
     top = n_levels - 1
@@ -274,10 +265,7 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays, halo: boo
         # (u[level, above] = 1, so only the level above's skipped sum changes).
         plain = log_mult[level, I] + skipped[above, I] - skipped_c[above, :, I]   # [Kc]
         full = jnp.log(tile_span.prod())
-        if not halo:
-            per_candidate = plain + full
-        else:
-            per_candidate = captured + (1.0 - prob_any) * (plain + full)
+        per_candidate = captured + (1.0 - prob_any) * (plain + full)
         base = log_ext[level, C] + log_ext[level, N]
         return base + (m.order_weights[above] * per_candidate).sum()
 

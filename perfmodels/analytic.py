@@ -27,7 +27,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, Template, level_arrays, stack_hw, tensor_bits
-from accel.lower.core import split_epilogue
 from accel.mapping import Mapping, footprint_kb, layer_geometry
 from perfmodels.accesses import Accesses, LayerArrays, MappingArrays, accesses, order_rank
 from perfmodels.energy import area_mm2, energy
@@ -166,10 +165,8 @@ def evaluate_batch(template: Template, layers: LayerArrays, hwps: HwParams,
 # --------------------------------------------------------------------------- packing
 def pack_layer(layer: Layer) -> LayerArrays:
     dims, stride, dilation = layer_geometry(layer)
-    fused, _ = split_epilogue(layer.epilogue)
     return LayerArrays(dims=dims, stride=stride, dilation=dilation,
-                       groups=np.float32(layer.groups), bias=np.float32("bias" in fused),
-                       residual=np.float32("add" in fused))
+                       groups=np.float32(layer.groups))
 
 
 def pack_mapping(mapping: Mapping) -> MappingArrays:
