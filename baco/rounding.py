@@ -289,8 +289,9 @@ class Rounder:
         loop at the same level is folded into the fan-out where the dim allows. The level's
         tile, and every other tile, is unchanged. With `any_loop`, the fan-out may instead
         take from the dim's loop at any level (the one that widens it most; the same level on
-        ties), that loop keeping the rest: a K96 beside K8 one level in becomes K128 and K6,
-        which no single prime move reaches without first making the design worse.
+        ties), that loop keeping the rest and the tiles in between changing: a K96 beside K8
+        one level in becomes K128 and K6, which no single prime move reaches without first
+        making the design worse.
         """
         n_levels = temporal.shape[2]
         for p in range(temporal.shape[0]):
