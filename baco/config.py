@@ -479,7 +479,7 @@ def _baselines(raw: Any, where: str) -> tuple[BaselineSpec, ...]:
                           "co-design in the results; give the baseline another label")
     dupes = sorted({n for n in labels if labels.count(n) > 1})
     if dupes:
-        raise ConfigError(f"{where}: baselines lists {dupes[0]!r} twice (give one a label:)")
+        raise ConfigError(f"{where}: baselines lists {dupes[0]!r} twice (give one a label)")
     for i, spec in enumerate(specs):
         area = spec.options.get("area_budget_mm2")
         if isinstance(area, str) and area != "match":
