@@ -61,6 +61,7 @@ from accel.mapping import Mapping
 from baco import instructions
 from baco.config import CodesignConfig
 from baco.importance import ImportanceConfig, ImportanceScheduler
+from baco.padding import search_layer
 from baco.refine import global_moves, neighbours
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
@@ -517,7 +518,9 @@ class _Search:
     def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig) -> None:
         self.net = net
         self.config = config
-        self.layers = list(net.layers)
+        # The dims searched (`baco.padding`); results carry the network's own layers.
+        self.layers = list(net.layers) if config.fusion else [
+            search_layer(layer, config.pad_fraction) for layer in net.layers]
         self.counts = np.asarray(net.counts, np.float64)
         self.base_hw = hw
         check_area_budget(config.area_budget_mm2, hw, config.sram_step_kb,
@@ -1041,7 +1044,8 @@ class _Search:
                         latency_cycles=float(metrics.cycles[0, b]),
                         energy_pj=float(metrics.energy_pj[0, b]),
                         fused_with=tuple(fused_with.get(b, ())))
-            for b, (layer, count, m) in enumerate(zip(self.layers, self.net.counts, mappings)))
+            for b, (layer, count, m) in enumerate(zip(self.net.layers, self.net.counts,
+                                                      mappings)))
         history = tuple(HistoryPoint(samples=int(s), seconds=float(t), best_edp=float(e))
                         for s, t, e in self.history)
         extra = {

@@ -120,6 +120,13 @@ class CodesignConfig:
     simulation among ``sim_polish`` neighbours (0: off) (`baco.sim_hybrid`; each newly
     simulated layer costs a sample).
 
+    Padding (``pad_fraction``): a layer dim that is mostly one large prime (its factors 2, 3,
+    5, 7 multiply to less than the rest) is searched grown to the smallest size with no other
+    factors, if that adds at most this fraction (`baco.padding`: a prime K = 2729 is searched
+    as 2744), as Gemmini's library pads edge tiles; the padded work is counted and the
+    programs zero-fill it. 0: the exact dims. Not with ``fusion`` (fused chains are searched
+    on their exact dims).
+
     Fusion (``fusion``; default off): the network's GEMM chains that the fused lowering runs
     (`baco.fusion`) are fused wherever that lowers a scored design's EDP, with the on-chip
     path from the accumulator to the scratchpad; each exact score, and so the hardware the
@@ -161,6 +168,7 @@ class CodesignConfig:
     sim_top_k: int = 4
     sim_polish: int = 4
     fusion: bool = False
+    pad_fraction: float = 0.0625
 
     def __post_init__(self) -> None:
         if self.predictor not in _PREDICTORS:
@@ -176,6 +184,9 @@ class CodesignConfig:
             raise ConfigError("codesign.fusion: the sim_hybrid predictor learns per-layer "
                               "residuals and would mislearn fused chains; use predictor "
                               "analytic or hybrid with fusion")
+        if not 0.0 <= self.pad_fraction < 1.0:
+            raise ConfigError(f"codesign.pad_fraction must be in [0, 1), got "
+                              f"{self.pad_fraction}")
         if self.sim_polish < 0:
             raise ConfigError(f"codesign.sim_polish must be >= 0, got {self.sim_polish}")
         if not 0.0 <= self.refine_fraction < 1.0:

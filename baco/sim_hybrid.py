@@ -41,6 +41,7 @@ import jax
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.lower.nest import padded_layer
 from baco.rounding import Design, design_of
 from baco.yardsticks import SimCache, cache_key, simulate_design
 from perfmodels.atformer.features import tokens_of
@@ -188,7 +189,8 @@ class SimLearner:
                 key = cache_key(layer, m, rec.design.hw, None)
                 if key not in rows:
                     ratio = rec.sim_cycles[b] / max(rec.model_cycles[b], 1e-9)
-                    rows[key] = (layer, rec.design.hw, m, ratio, b)
+                    # tokens of the layer the mapping covers: the one the search scores
+                    rows[key] = (padded_layer(layer, m), rec.design.hw, m, ratio, b)
         layers, hws, maps, ratios, groups = zip(*rows.values())
         tok = tokens_of(list(layers), list(hws), list(maps))
         label = np.asarray(tok.log_cycles, np.float64) + np.log(np.asarray(ratios))

@@ -47,6 +47,9 @@ Deviations that remain, and why:
   (`baco.codesign.start_mappings`, shared with BACO). A start mapping that pads a dim (Gemmini's
   tiler runs padded edge tiles) is first brought to exact factors by DOSA's rounding; an exact
   one is left as it is.
+* **Padded dims**: a dim that is mostly one large prime is searched grown to a nearby 7-smooth
+  size (``pad_fraction``, `baco.padding`), as BACO searches it, so that both search one space
+  (DOSA's code searches the exact dims, and ends on a 1-wide array for a prime K).
 * **Normalization** by the network's largest dims rather than DOSA's training-set maxima (we
   have no Timeloop dataset at search time); it scales Adam's step like DOSA's does.
 * **PE bound**: DOSA's Timeloop runs do not bound the array (its FireSim runs penalize PE dims
@@ -89,6 +92,7 @@ import optax
 
 from accel.arch import HardwareConfig
 from baco.codesign import base_hardware, random_hardware_within, resolve_network, start_mappings
+from baco.padding import search_layer
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Design, Rounder, divisors, network_edp
 from perfmodels import relax
@@ -297,7 +301,7 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
          start_mappings_per_layer: int = 8, max_pe_dim: int = 128, sram_step_kb: float = 1.0,
          stages: int = 2, penalty: float = 10.0, parallel: int | None = None,
          progress: Callable[[int, float], Any] | None = None,
-         area_budget_mm2: float | None = None) -> CodesignResult:
+         area_budget_mm2: float | None = None, pad_fraction: float = 0.0625) -> CodesignResult:
     """DOSA-style search of `network` within `budget_samples` samples (see the module doc).
 
     Args:
@@ -318,6 +322,8 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
       area_budget_mm2: hold the search to this area (mm2, the template's area model): a
         penalty in descent and a hard check at rounding; None: no budget. Below the
         template's smallest design, a `ConfigError` naming ``codesign.area_budget_mm2``.
+      pad_fraction: the dims searched, as BACO's ``codesign.pad_fraction`` (`baco.padding`),
+        so that the two searches share one space; 0: the exact dims, as DOSA's own code.
 
     Returns:
       A `CodesignResult` with method ``"dosa"``, scored by the plain analytic model
@@ -328,6 +334,8 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
                         ("start_mappings_per_layer", start_mappings_per_layer)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"dosa: {name} must be a positive integer, got {value!r}")
+    if not 0.0 <= pad_fraction < 1.0:
+        raise ConfigError(f"dosa: pad_fraction must be in [0, 1), got {pad_fraction!r}")
     if learning_rate is not None and not learning_rate > 0:
         raise ConfigError(f"dosa: learning_rate must be positive, got {learning_rate!r}")
     net = resolve_network(network)
@@ -336,7 +344,7 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
     hw = base_hardware(template, hardware)
     check_area_budget(area_budget_mm2, hw, sram_step_kb)
     template_spec = hw.template_spec
-    layers = list(net.layers)
+    layers = [search_layer(x, pad_fraction) for x in net.layers]
     counts = np.asarray(net.counts, np.float64)
     rounder = Rounder(hw, layers, hw_mode="min_hw", aware=False, max_pe_dim=max_pe_dim,
                       sram_step_kb=sram_step_kb, nearest="linear",
@@ -495,7 +503,7 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
         LayerResult(layer=layer, count=int(c), mapping=m,
                     latency_cycles=float(metrics.cycles[0, b]),
                     energy_pj=float(metrics.energy_pj[0, b]))
-        for b, (layer, c, m) in enumerate(zip(layers, net.counts, mappings)))
+        for b, (layer, c, m) in enumerate(zip(net.layers, net.counts, mappings)))
     return CodesignResult(
         method="dosa", network=net.name, hardware=dataclasses.replace(best.hw, name="dosa"),
         layers=result_layers, samples=samples, history=tuple(history), seed=seed,
