@@ -34,6 +34,11 @@ and mvouts take. Which rows one instruction may take follows the lowering's layo
 (`accel.lower`): rows evenly spaced in a tile, so the run of the innermost loop
 (`instruction_runs`).
 
+Stores pay their round trip too: an accumulator tile's rows are free for the next tile only
+once its last mvout is acknowledged, so small accumulator tiles wait on their write-backs
+(`drain_cycles`: the same load-and-use loop, with the drain in place of the load, floors the
+layer's cycles).
+
 >>> from accel.arch import HardwareConfig
 >>> from accel.mapping import Mapping
 >>> from workloads.layer import Layer
@@ -74,7 +79,7 @@ from perfmodels.accesses import (
 from perfmodels.analytic import Metrics, fast_jit, pack_layer, pack_mapping
 from perfmodels.analytic import evaluate as model_evaluate
 from perfmodels.energy import energy
-from perfmodels.latency import latency
+from perfmodels.latency import latency, pipeline_cycles
 from workloads.errors import ConfigError
 from workloads.layer import Layer
 
@@ -242,6 +247,30 @@ def move_cycles(template: Template, layer: LayerArrays, hwp: HwParams, m: Mappin
     return floor
 
 
+def drain_cycles(template: Template, hwp: HwParams, m: MappingArrays, acc: Accesses,
+                 level_cycles: Any, dram_words_per_cycle: Any) -> Any:
+    """The least cycles the output tiles' write-backs allow (none without a ``store`` cost).
+
+    An output tile's buffer is free again only when its last mvout is acknowledged: its rows
+    read out, then the store's round trip (``latency_cycles``). The tiles of the lowest level
+    that keeps outputs (the accumulator) go through ALCOP's load-and-use loop as its loads do,
+    with the drain in place of the load: the cycles inside that level (``level_cycles``, as
+    `perfmodels.latency.latency` gives them) and the drain's own (a row read out per cycle,
+    or the written words over the DRAM's bandwidth if slower) over its refills and stages (`perfmodels.latency.pipeline_cycles`). With a few
+    small accumulator tiles the round trips, not the bytes, bound the layer.
+    """
+    store = template.instruction("store")
+    if store is None:
+        return jnp.float32(0.0)
+    c = store.evaluate(template, hwp)
+    level = int(np.flatnonzero(template.keeps_mask[:-1, O])[0])
+    top = template.num_levels - 1
+    rows = acc.updates[top, O] / jnp.exp(m.log_spatial[:, K].sum())
+    xfer = jnp.maximum(rows, acc.updates[top, O] / dram_words_per_cycle)
+    return pipeline_cycles(level_cycles[level], xfer, c["latency_cycles"],
+                           jnp.exp(acc.log_refills[level]), m.stages[level], True)
+
+
 def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
              aware: bool) -> Metrics:
     """`perfmodels.analytic.evaluate`, on the padded nest if `aware` (pure; jit and vmap it).
@@ -273,6 +302,8 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
                   compute_cycles=array_cycles(template, padded_layer, hwp, padded_m, compute,
                                               runs),
                   min_port_cycles=moves)
+    lat = lat._replace(cycles=jnp.maximum(lat.cycles, drain_cycles(
+        template, hwp, m, acc_real, lat.level_cycles, lv.bandwidth_words[top])))
     en = energy(template, acc, lv, lat.cycles)
     groups = layer.groups
     cycles, energy_pj = lat.cycles * groups, en.energy_pj * groups
