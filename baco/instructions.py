@@ -256,8 +256,9 @@ def drain_cycles(template: Template, hwp: HwParams, m: MappingArrays, acc: Acces
     that keeps outputs (the accumulator) go through ALCOP's load-and-use loop as its loads do,
     with the drain in place of the load: the cycles inside that level (``level_cycles``, as
     `perfmodels.latency.latency` gives them) and the drain's own (a row read out per cycle,
-    or the written words over the DRAM's bandwidth if slower) over its refills and stages (`perfmodels.latency.pipeline_cycles`). With a few
-    small accumulator tiles the round trips, not the bytes, bound the layer.
+    or the written words over the DRAM's bandwidth if slower) over its refills and stages
+    (`perfmodels.latency.pipeline_cycles`). With a few small accumulator tiles the round
+    trips, not the bytes, bound the layer.
     """
     store = template.instruction("store")
     if store is None:

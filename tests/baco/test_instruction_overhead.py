@@ -25,6 +25,14 @@ SHORT = "L3[WIO] P8 - L2[WI] K16X - L1[O] S3 R3 Q8 C16X - L0[W] P2 Q2"   # 2-row
 LONG = "L3[WIO] P8 - L2[WI] K16X - L1[O] S3 R3 P2 C16X - L0[W] Q16"      # 16-row computes
 
 
+def _three_cycles(layer, hw, m):
+    """The plain model's, the instruction-aware model's and the simulator's cycles."""
+    plain = instructions.exact(layer, hw, m, aware=False)
+    aware = instructions.exact(layer, hw, m)
+    _, (sim,) = ys.simulate_design([layer], [1], design_of(hw, [m]))
+    return float(plain.cycles), float(aware.cycles), sim.cycles
+
+
 def test_template_costs_are_the_simulators():
     table = TimingTable()
     for dim in (16, 64):
@@ -50,14 +58,10 @@ def test_template_costs_are_the_simulators():
 def test_short_computes_cost_what_the_simulator_says():
     """Same tiles, same plain-model cycles; the simulator runs 2-row computes about 2.5x
     slower than 16-row ones, and the instruction-aware model says so within 20%."""
-    cycles = {}
-    for name, text in (("short", SHORT), ("long", LONG)):
-        m = Mapping.from_timeloop(text)
-        plain = instructions.exact(CONV, HW, m, aware=False)
-        aware = instructions.exact(CONV, HW, m)
-        _, (sim,) = ys.simulate_design([CONV], [1], design_of(HW, [m]))
-        cycles[name] = float(plain.cycles), float(aware.cycles), sim.cycles
-        assert 0.8 < sim.cycles / float(aware.cycles) < 1.25, (name, cycles[name])
+    cycles = {name: _three_cycles(CONV, HW, Mapping.from_timeloop(text))
+              for name, text in (("short", SHORT), ("long", LONG))}
+    for name, (_, aware, sim) in cycles.items():
+        assert 0.8 < sim / aware < 1.25, (name, cycles[name])
     assert cycles["short"][0] == pytest.approx(cycles["long"][0])
     assert cycles["short"][2] > 2.0 * cycles["long"][2]
     assert cycles["short"][1] > 2.0 * cycles["long"][1]
@@ -144,15 +148,11 @@ def test_small_accumulator_tiles_wait_for_their_write_backs():
     slower than 128-row tiles; the instruction-aware model's drain term says 2x or more."""
     hw = dataclasses.replace(HW, dram_bw_words=64)
     gemm = Layer.gemm(M=512, K_red=16, N_out=256)
-    cycles = {}
-    for name, text in (("small", "L3[WIO] K16 P32 - L2[WI] K16X - L1[O] P2 C16X - L0[W] P8"),
-                       ("large", "L3[WIO] K16 P4 - L2[WI] K16X - L1[O] P16 C16X - L0[W] P8")):
-        m = Mapping.from_timeloop(text, stages=2)
-        plain = instructions.exact(gemm, hw, m, aware=False)
-        aware = instructions.exact(gemm, hw, m)
-        _, (sim,) = ys.simulate_design([gemm], [1], design_of(hw, [m]))
-        cycles[name] = float(plain.cycles), float(aware.cycles), sim.cycles
-        assert 0.8 < sim.cycles / float(aware.cycles) < 1.4, (name, cycles[name])
+    cycles = {name: _three_cycles(gemm, hw, Mapping.from_timeloop(text, stages=2)) for name, text
+              in (("small", "L3[WIO] K16 P32 - L2[WI] K16X - L1[O] P2 C16X - L0[W] P8"),
+                  ("large", "L3[WIO] K16 P4 - L2[WI] K16X - L1[O] P16 C16X - L0[W] P8"))}
+    for name, (_, aware, sim) in cycles.items():
+        assert 0.8 < sim / aware < 1.4, (name, cycles[name])
     assert cycles["small"][0] == pytest.approx(cycles["large"][0])
     assert cycles["small"][2] > 2.0 * cycles["large"][2]
     assert cycles["small"][1] > 2.0 * cycles["large"][1]
