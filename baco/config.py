@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accel.arch import HardwareConfig, read_yaml
+from baco.padding import PAD_FRACTION
 from perfmodels.energy import check_area_budget
 from workloads.errors import ConfigError
 
@@ -168,7 +169,7 @@ class CodesignConfig:
     sim_top_k: int = 4
     sim_polish: int = 4
     fusion: bool = False
-    pad_fraction: float = 0.0625
+    pad_fraction: float = PAD_FRACTION
 
     def __post_init__(self) -> None:
         if self.predictor not in _PREDICTORS:

@@ -18,9 +18,13 @@ import dataclasses
 
 from workloads.layer import Layer
 
-__all__ = ["PADDED_DIMS", "search_layer", "smooth_size"]
+__all__ = ["PAD_FRACTION", "PADDED_DIMS", "search_layer", "smooth_size"]
 
 SMOOTH_PRIMES = (2, 3, 5, 7)
+
+PAD_FRACTION = 0.0625
+"""The default ``codesign.pad_fraction``: within 6.25% every awkward dim above ~100 finds a
+7-smooth size (near 1000 they are at most 2% apart)."""
 
 PADDED_DIMS = ("N", "P", "Q", "C", "K")
 """The dims that may be padded: not the window R, S (a padded window only adds work)."""

@@ -92,7 +92,7 @@ import optax
 
 from accel.arch import HardwareConfig
 from baco.codesign import base_hardware, random_hardware_within, resolve_network, start_mappings
-from baco.padding import search_layer
+from baco.padding import PAD_FRACTION, search_layer
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Design, Rounder, divisors, network_edp
 from perfmodels import relax
@@ -301,7 +301,8 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
          start_mappings_per_layer: int = 8, max_pe_dim: int = 128, sram_step_kb: float = 1.0,
          stages: int = 2, penalty: float = 10.0, parallel: int | None = None,
          progress: Callable[[int, float], Any] | None = None,
-         area_budget_mm2: float | None = None, pad_fraction: float = 0.0625) -> CodesignResult:
+         area_budget_mm2: float | None = None, pad_fraction: float = PAD_FRACTION
+         ) -> CodesignResult:
     """DOSA-style search of `network` within `budget_samples` samples (see the module doc).
 
     Args:
