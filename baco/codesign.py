@@ -11,8 +11,9 @@ each dim's log, soft loop orders, continuous stages). ``starts`` of them descend
     log(Σ count·latency) + log(Σ count·energy)  +  penalty · (infeasibility)
 
 (the log of seed 001's Eq. 6.5 EDP: same optimum, better conditioned), on the minimal hardware
-inferred from the tiles (``hw_mode: min_hw``; or free/fixed hardware; free also descends on
-the DRAM bandwidth), counting padded DIM x DIM blocks when instruction-aware
+inferred from the tiles (``hw_mode: min_hw``), on free hardware (``free``: PE dims, buffers
+and the DRAM bandwidth are variables, the first three grown smoothly to hold the tiles, so
+that a start's array widens when its tiles want it) or on fixed hardware, counting padded DIM x DIM blocks when instruction-aware
 (`baco.instructions`). Every ``round_every`` steps each start is rounded to a valid design
 (`baco.rounding`: nearest divisors, argmax loop orders, rounded stages, the array filled,
 minimal hardware in 1 KB steps, a power-of-two bandwidth) and scored exactly; the best design
@@ -62,7 +63,7 @@ from baco import instructions
 from baco.config import CodesignConfig
 from baco.importance import ImportanceConfig, ImportanceScheduler
 from baco.padding import search_layer
-from baco.refine import global_moves, neighbours
+from baco.refine import global_moves, narrow_moves, neighbours
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
 from perfmodels import relax
@@ -74,7 +75,10 @@ from workloads.network import Network
 
 __all__ = ["CodesignWarning", "RoundInfo", "codesign", "objective"]
 
-CHECKPOINT_VERSION = 3        # 2: learned loop orders; 3: free-mode DRAM bandwidth
+CHECKPOINT_VERSION = 4        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
+#                               4: free hardware grown by the tiles, narrowed arrays scored
+ROUNDED_PER_START = 2
+"""Designs scored per start and round: the rounded one and its array narrowed."""
 GLOBAL_MOVES = 32
 """Most whole-network moves (`baco.refine.global_moves`) per refinement round."""
 OWN_ORDER_LOGIT = 2.0
@@ -158,19 +162,24 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
               hybrid: Any = None) -> tuple[Any, tuple[Any, Any]]:
     """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``.
 
-    Penalties (log excess, times ``settings.penalty``): buffer overflow and fan-out beyond the
-    hardware (free/fixed modes), PE dims beyond ``max_pe_dim``, buffers beyond
-    ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond ``max_dram_bw_words``, and the
-    hardware's area beyond ``area_budget_mm2`` (`perfmodels.energy.area_excess`: in min_hw
-    mode the area of the hardware inferred from the tiles, so the gradient shrinks the tiles
-    that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's cycles are
+    The hardware: fixed; inferred from the tiles (min_hw); or the free variables grown to
+    hold the tiles (free: `perfmodels.relax.infer_hw` with them as its floor, padded rows
+    included when instruction-aware), so a tile that outgrows the array or a buffer pays for
+    the larger one rather than a penalty. Penalties (log excess, times ``settings.penalty``):
+    buffer overflow and fan-out beyond the hardware (fixed mode), PE dims beyond
+    ``max_pe_dim``, buffers beyond ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond
+    ``max_dram_bw_words``, and the hardware's area beyond ``area_budget_mm2``
+    (`perfmodels.energy.area_excess`: of the inferred or grown hardware, so the gradient
+    shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's cycles are
     multiplied by the surrogate's learned residual (differentiably).
     """
-    maps, hwp = relax.decode(theta, space)
+    maps = relax.decode_mappings(theta, space)
     template = space.template
-    if space.hw_mode == "min_hw":
-        hwp = instructions.infer_hw(template, space.base, space.layers, maps, space.tau,
-                                    settings.aware)
+    hwp = space.base
+    if space.hw_mode != "fixed":    # min_hw: the tiles' hardware; free: grown to hold them
+        floor = relax.free_hardware(theta, space) if space.hw_mode == "free" else None
+        hwp = instructions.infer_hw(template, space.base if floor is None else floor,
+                                    space.layers, maps, space.tau, settings.aware, floor)
     metrics = jax.vmap(lambda layer, m: instructions.evaluate(template, layer, hwp, m,
                                                               settings.aware))(space.layers, maps)
     layer_cycles = metrics.cycles
@@ -766,17 +775,17 @@ class _Search:
         remaining = budget - self.samples
         for s in range(S):
             if self._slot_finished(s):
-                if remaining < cfg.start_mappings + 3:
+                if remaining < cfg.start_mappings + 4:
                     self.slot_start[s] = -1
                     continue
                 fresh[s] = self._new_start(s)
                 remaining -= cfg.start_mappings + 1
             steps = min(self.settings.round_steps, cfg.steps_per_start - self.slot_steps[s],
-                        remaining - 1)
+                        remaining - ROUNDED_PER_START)
             if steps <= 0:
                 continue
             n_steps[s] = steps
-            remaining -= steps + 1
+            remaining -= steps + ROUNDED_PER_START
         if fresh:
             if self.thetas is None:
                 rows = [fresh[s] if s in fresh else next(iter(fresh.values())) for s in range(S)]
@@ -814,16 +823,24 @@ class _Search:
             warnings.warn(message, CodesignWarning, stacklevel=3)
 
         # Round every start (a fixed batch: one compilation), score exactly, keep the
-        # active starts' designs.
+        # active starts' designs. The relaxed array sits between two buildable ones: each
+        # design is scored with its array narrowed to the power of two below, too
+        # (`baco.refine.narrow_moves`; a design with none is scored twice, charged once).
         idx = np.flatnonzero(active)
         maps, dram_bw = jax.tree_util.tree_map(np.asarray, _decode_many(self.thetas, self.space))
         orders = argmax_orders(maps.order_weights, maps.rank)
         designs = self.rounder.round(maps.log_temporal, maps.log_spatial, orders, maps.stages,
                                      dram_bw)
+        narrowed = [narrow_moves(self.rounder, d) for d in designs]
+        arrays = [n[0] if n else (d.temporal, d.spatial, d.order, d.stages)
+                  for d, n in zip(designs, narrowed)]
+        designs += self.rounder.finish(*(np.stack([a[i] for a in arrays]) for i in range(4)),
+                                       [d.hw.dram_bw_words for d in designs])
         metrics = self.rounder.score(designs)
-        self.samples += len(idx)
         edps, _, _ = network_edp(metrics, self.counts)
-        self._consider([designs[s] for s in idx], edps[idx])
+        keep = np.concatenate([idx, np.array([S + s for s in idx if narrowed[s]], np.int64)])
+        self.samples += len(keep)
+        self._consider([designs[s] for s in keep], edps[keep])
         for s in idx:
             if self._masking and int(s) in chosen:
                 pick = chosen[int(s)]

@@ -316,16 +316,17 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
 
 
 def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: MappingArrays,
-             tau: float, aware: bool) -> HwParams:
+             tau: float, aware: bool, floor: HwParams | None = None) -> HwParams:
     """Minimal hardware for every layer's tiles (`perfmodels.relax.infer_hw`, DOSA's min_hw),
     with buffers sized for the padded rows if `aware`. PE dims come from the real spatial
-    factors; the padding then fills the array they define."""
-    hwp = relax.infer_hw(template, base, layers, maps, tau)
+    factors (at least `floor`'s, in ``"free"`` mode); the padding then fills the array they
+    define."""
+    hwp = relax.infer_hw(template, base, layers, maps, tau, floor)
     if not aware:
         return hwp
     fanout = level_arrays(template, hwp).fanout
     padded_layers, _, folded = jax.vmap(lambda x, m: pad(template, x, m, fanout))(layers, maps)
-    return relax.infer_hw(template, base, padded_layers, folded, tau)
+    return relax.infer_hw(template, base, padded_layers, folded, tau, floor)
 
 
 # --------------------------------------------------------------------------- exact

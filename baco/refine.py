@@ -109,13 +109,14 @@ def global_moves(rounder: Rounder, design: Design, candidate_orders: np.ndarray
                  ) -> list[Arrays]:
     """Whole-network neighbours that no one-layer move reaches (the hardware couples the
     layers: the PE array is as wide as the widest layer needs): every layer's array axes
-    filled from any loop of the dim (`fill_moves`), every layer's fan-out on an array axis
+    filled from any loop of the dim (`fill_moves`), the whole array narrowed to the power of
+    two below (`narrow_moves`), every layer's fan-out on an array axis
     narrowed or widened by a prime (its loop at that level taking up the difference; tiles
     unchanged), one level's stages up or down everywhere, one level's loop order set to a
     candidate everywhere."""
     T0, S0, O0, ST0 = design.temporal, design.spatial, design.order, design.stages
     n_levels = T0.shape[1]
-    out: list[Arrays] = fill_moves(rounder, design)
+    out: list[Arrays] = fill_moves(rounder, design) + narrow_moves(rounder, design)
     for level in range(n_levels):
         for d in range(T0.shape[2]):
             if not rounder.s_mask[level, d]:
@@ -163,6 +164,20 @@ def fill_moves(rounder: Rounder, design: Design) -> list[Arrays]:
     return [] if np.array_equal(S, design.spatial) else [(T, S, design.order, design.stages)]
 
 
+def narrow_moves(rounder: Rounder, design: Design) -> list[Arrays]:
+    """The whole array narrowed to the largest power of two below its dim: every layer's
+    fan-out on every array axis capped there, the loop at the same level taking the rest
+    (`Rounder.narrow`), as one move; none if the array is 1 wide or fixed, or nothing
+    changes. A 128-wide design's 64-wide neighbour, which a move on one axis does not reach:
+    the array is as wide as its widest axis."""
+    dim = max(design.hw.pe_rows, design.hw.pe_cols)
+    if dim <= 1 or not rounder.pe_axes or rounder.hw_mode == "fixed":
+        return []
+    T, S = design.temporal.copy(), design.spatial.copy()
+    rounder.narrow(T, S, 1 << ((dim - 1).bit_length() - 1), rounder.pe_axes)
+    return [] if np.array_equal(S, design.spatial) else [(T, S, design.order, design.stages)]
+
+
 def neighbours(rounder: Rounder, design: Design, layers: Sequence[int], moves: int,
                rng: np.random.Generator, candidate_orders: np.ndarray
                ) -> tuple[list[int], Arrays]:
@@ -187,4 +202,4 @@ def neighbours(rounder: Rounder, design: Design, layers: Sequence[int], moves: i
     return owners, tuple(np.stack([p[i] for p in parts]) for i in range(4))
 
 
-__all__ = ["global_moves", "layer_moves", "neighbours"]
+__all__ = ["fill_moves", "global_moves", "layer_moves", "narrow_moves", "neighbours"]

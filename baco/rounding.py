@@ -396,7 +396,7 @@ class Rounder:
                     dim = max(hws[p].pe_rows, hws[p].pe_cols)
                     if not self.aware or self.hw_mode == "fixed" or dim <= 1:
                         raise
-                    self._narrow(temporal[p], spatial[p], dim // 2)
+                    self.narrow(temporal[p], spatial[p], dim // 2)
                     hws[p] = self._hardware(temporal[p:p + 1], spatial[p:p + 1],
                                             stages[p:p + 1], bws[p:p + 1])[0]
             if repaired:
@@ -454,7 +454,7 @@ class Rounder:
                     per_pe = term / (hw.pe_rows * hw.pe_cols)
                     room = max(term - excess, per_pe)
                     new = int(min(dim - 1, max(1, math.floor(math.sqrt(room / per_pe)))))
-                    self._narrow(temporal, spatial, new, self.pe_axes)
+                    self.narrow(temporal, spatial, new, self.pe_axes)
                 else:
                     current = float(getattr(hw, field))
                     if current <= step * (1 + 1e-9):
@@ -524,7 +524,7 @@ class Rounder:
                 self._shrink(b, level, temporal[b], spatial[b], stages[b])
         return changed
 
-    def _narrow(self, temporal: np.ndarray, spatial: np.ndarray, dim: int,
+    def narrow(self, temporal: np.ndarray, spatial: np.ndarray, dim: int,
                 axes: tuple[tuple[int, int], ...] | None = None) -> None:
         """Cap every array axis's spatial factor at `dim` (in place), the loop at the same
         level taking the rest: the tiles are unchanged, the array narrower."""

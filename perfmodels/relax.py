@@ -20,7 +20,8 @@ relaxed and the exact score come from the same `perfmodels.analytic.evaluate`:
 * **Pipeline stages, continuous** in ``[1, MAX_STAGES]`` through a sigmoid.
 * **Hardware**, three modes (`RelaxSpace.hw_mode`): ``"fixed"`` (a given `HardwareConfig`),
   ``"free"`` (log PE dims, buffer KiB and DRAM words/cycle are variables within
-  `FREE_HW_BOUNDS`; overflow is the caller's penalty, as in `edp_loss`), or
+  `FREE_HW_BOUNDS`, each PE dim and buffer grown, smoothly, to what the tiles need, so that
+  the tiles and the hardware move together: `infer_hw` with the variables as its floor), or
   ``"min_hw"``: DOSA's minimal hardware that holds every layer's tiles, with a smooth max over
   layers (``tau * logsumexp(log x / tau)``, which bounds the max from above).
 
@@ -237,7 +238,7 @@ def _with(hwp: HwParams, **fields: Any) -> HwParams:
 
 
 def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: MappingArrays,
-             tau: float) -> HwParams:
+             tau: float, floor: HwParams | None = None) -> HwParams:
     """DOSA's ``min_hw``: the smallest PE array and buffers that hold every layer's tiles.
 
     PE rows/columns come from the largest spatial fan-out at the levels whose ``fanout``
@@ -245,7 +246,16 @@ def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: Mapp
     sizes from the largest footprint (tile x stages) at the levels whose ``capacity_kb``
     names ``sp_kb`` or ``acc_kb``, inverted through that (linear) expression. `tau` = 0 gives
     the hard max, > 0 the smooth one. Levels whose capacity is fixed are not resized.
+
+    With `floor` (``"free"`` mode's hardware variables) each PE dim and buffer is at least the
+    floor's: the tiles grow the hardware they outgrow, paying for it, instead of meeting an
+    overflow penalty, so the gradient sees what a wider array or a larger buffer buys.
     """
+    def at_least(value: Any, field: str) -> Any:
+        if floor is None:
+            return value
+        return _smooth_max(jnp.stack([value, getattr(floor, field)]), tau)
+
     fan = jnp.exp(maps.log_spatial.sum(-1))                              # [B, L]
     need_pe: dict[str, list[Any]] = {f: [] for f in _PE_FIELDS}
     for l, lv in enumerate(template.levels):
@@ -263,7 +273,7 @@ def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: Mapp
     if template.square_array:
         dim = _smooth_max(jnp.stack([pe["pe_rows"], pe["pe_cols"]]), tau)
         pe = {"pe_rows": dim, "pe_cols": dim}
-    pe = {k: jnp.maximum(v, 1.0) for k, v in pe.items()}
+    pe = {k: jnp.maximum(at_least(v, k), 1.0) for k, v in pe.items()}
     hwp = _with(base, **pe)
 
     log_ext = jnp.cumsum(maps.log_temporal + maps.log_spatial, axis=1)     # [B, L, 7]
@@ -279,33 +289,44 @@ def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: Mapp
         unit = lv.capacity_kb.evaluate({**hw_env(template, hwp), field: 1.0})
         value = _smooth_max(kb[:, l], tau) / unit
         sizes[field] = jnp.maximum(sizes[field], value) if field in sizes else value
-    return _with(hwp, **sizes)
+    return _with(hwp, **{field: at_least(value, field) for field, value in sizes.items()})
+
+
+def decode_mappings(theta: RelaxedPoint, space: RelaxSpace) -> MappingArrays:
+    """Model inputs for every layer (factors, soft orders, stages)."""
+    template = space.template
+    return jax.vmap(lambda rm, layer, rank: decode_mapping(rm, layer, rank, template))(
+        theta.mappings, space.layers, space.rank)
+
+
+def free_hardware(theta: RelaxedPoint, space: RelaxSpace) -> HwParams:
+    """``"free"`` mode's hardware variables, within `FREE_HW_BOUNDS` (before the tiles grow
+    them: `decode`)."""
+    if theta.hw is None:
+        raise ConfigError("relax: hw_mode 'free' needs RelaxedPoint.hw")
+    h = theta.hw
+
+    def bounded(x: Any, kind: str) -> Any:
+        lo, hi = FREE_HW_BOUNDS[kind]
+        return jnp.exp(jnp.clip(x, np.log(lo), np.log(hi)))
+
+    rows = bounded(h.log_pe_rows, "pe")
+    cols = rows if space.template.square_array else bounded(h.log_pe_cols, "pe")
+    return _with(space.base, pe_rows=rows, pe_cols=cols, sp_kb=bounded(h.log_sp_kb, "kb"),
+                 acc_kb=bounded(h.log_acc_kb, "kb"),
+                 dram_bw_words=bounded(h.log_dram_bw_words, "bw"))
 
 
 def decode(theta: RelaxedPoint, space: RelaxSpace) -> tuple[MappingArrays, HwParams]:
-    """Model inputs for every layer, and the hardware they run on."""
-    template = space.template
-    maps = jax.vmap(lambda rm, layer, rank: decode_mapping(rm, layer, rank, template))(
-        theta.mappings, space.layers, space.rank)
+    """Model inputs for every layer, and the hardware they run on: the fixed hardware, the
+    minimal one for the tiles (``"min_hw"``), or the free variables grown to hold the tiles
+    (``"free"``: `infer_hw` with them as its floor)."""
+    maps = decode_mappings(theta, space)
     if space.hw_mode == "fixed":
-        hwp = space.base
-    elif space.hw_mode == "free":
-        if theta.hw is None:
-            raise ConfigError("relax: hw_mode 'free' needs RelaxedPoint.hw")
-        h = theta.hw
-
-        def bounded(x: Any, kind: str) -> Any:
-            lo, hi = FREE_HW_BOUNDS[kind]
-            return jnp.exp(jnp.clip(x, np.log(lo), np.log(hi)))
-
-        rows = bounded(h.log_pe_rows, "pe")
-        cols = rows if template.square_array else bounded(h.log_pe_cols, "pe")
-        hwp = _with(space.base, pe_rows=rows, pe_cols=cols, sp_kb=bounded(h.log_sp_kb, "kb"),
-                    acc_kb=bounded(h.log_acc_kb, "kb"),
-                    dram_bw_words=bounded(h.log_dram_bw_words, "bw"))
-    else:
-        hwp = infer_hw(template, space.base, space.layers, maps, space.tau)
-    return maps, hwp
+        return maps, space.base
+    floor = free_hardware(theta, space) if space.hw_mode == "free" else None
+    return maps, infer_hw(space.template, space.base if floor is None else floor,
+                          space.layers, maps, space.tau, floor=floor)
 
 
 def evaluate(theta: RelaxedPoint, space: RelaxSpace) -> RelaxedEval:
@@ -326,10 +347,10 @@ def network_totals(out: RelaxedEval, space: RelaxSpace) -> tuple[Any, Any]:
 def edp_loss(theta: RelaxedPoint, space: RelaxSpace, penalty: float = 10.0,
              area_budget_mm2: float | None = None) -> Any:
     """``log(total cycles) + log(total pJ)`` (DOSA's EDP objective, in logs) plus
-    ``penalty * (overflow + fan-out excess)`` summed over layers (0 in ``"min_hw"`` mode
-    except for levels of fixed size), plus, with an area budget, ``penalty *
+    ``penalty * (overflow + fan-out excess)`` summed over layers (0 in ``"min_hw"`` and
+    ``"free"`` modes except for levels of fixed size), plus, with an area budget, ``penalty *
     relu(log(area / budget))`` of the hardware the layers run on (`area_excess`; in
-    ``"min_hw"`` mode the inferred hardware, so the tiles that size it shrink)."""
+    ``"min_hw"`` and ``"free"`` modes the hardware the tiles size, so they shrink)."""
     out = evaluate(theta, space)
     cycles, energy_pj = network_totals(out, space)
     infeasible = (out.metrics.overflow + out.metrics.fanout_excess).sum()
