@@ -73,23 +73,29 @@ def test_the_simulator_and_the_model_agree_that_bandwidth_helps_a_load_bound_lay
 
 
 def _free_space(layer: Layer, words: float):
-    space = relax.RelaxSpace.create(_with_bw(HW, words), [layer], hw_mode="free")
+    """One layer's free space from its tiler (or `LOAD_MAPPING`) program, at `words` DRAM
+    words/cycle: the bandwidth is the point's variable, so every layer shares one space's
+    shapes and one compilation."""
+    space = relax.RelaxSpace.create(HW, [layer], hw_mode="free")
     mapping = LOAD_MAPPING if layer is LOAD_BOUND else None
     if mapping is None:
         from baco.search.gemmini_tiler import gemmini_mapping
         mapping, _ = gemmini_mapping(layer, HW)
-    return space, relax.from_mappings(space, [mapping])
+    theta = relax.from_mappings(space, [mapping])
+    return space, theta._replace(hw=theta.hw._replace(
+        log_dram_bw_words=jnp.float32(np.log(words))))
+
+
+_BIG = math.log(1e12)
+_SETTINGS = Settings(aware=True, penalty=10.0, log_max_pe=math.log(128), log_max_sp_kb=_BIG,
+                     log_max_acc_kb=_BIG, log_max_dram_bw=math.log(64), learning_rate=0.05,
+                     decay_steps=10, lr_final_fraction=0.1, round_steps=10, objective=objective)
+_GRAD = jax.jit(jax.grad(lambda theta, space: objective(theta, space, _SETTINGS)[0]))
 
 
 def _log_edp_grad(layer: Layer, words: float) -> float:
     space, theta = _free_space(layer, words)
-    big = math.log(1e12)
-    settings = Settings(aware=True, penalty=10.0, log_max_pe=math.log(128), log_max_sp_kb=big,
-                        log_max_acc_kb=big, log_max_dram_bw=math.log(64), learning_rate=0.05,
-                        decay_steps=10, lr_final_fraction=0.1, round_steps=10,
-                        objective=objective)
-    grad = jax.jit(jax.grad(lambda t: objective(t, space, settings)[0]))(theta)
-    return float(grad.hw.log_dram_bw_words)
+    return float(_GRAD(theta, space).hw.log_dram_bw_words)
 
 
 def test_relaxed_bandwidth_is_a_trade_off():
@@ -102,8 +108,7 @@ def test_relaxed_bandwidth_is_a_trade_off():
 
 
 def test_relaxed_bandwidth_decodes_to_the_hardware_the_model_scores():
-    space, theta = _free_space(LOAD_BOUND, 8.0)
-    theta = theta._replace(hw=theta.hw._replace(log_dram_bw_words=jnp.float32(np.log(32.0))))
+    space, theta = _free_space(LOAD_BOUND, 32.0)
     _, hwp = relax.decode(theta, space)
     assert float(hwp.dram_bw_words) == pytest.approx(32.0, rel=1e-5)
 
