@@ -84,12 +84,13 @@ class CodesignConfig:
 
     Hardware: ``hw_mode`` ``min_hw`` infers the smallest hardware holding every layer's tiles
     (DOSA's min_hw, smooth during descent), ``free`` descends on PE dims, buffer sizes and the
-    DRAM bandwidth too, ``fixed`` keeps the experiment's hardware. Rounded designs have PE dims
-    <= ``max_pe_dim`` and buffers in ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb``
-    if set. In ``free`` mode the DRAM bandwidth is a power of two words per cycle up to
-    ``max_dram_bw_words`` (its cost: the template's DRAM interface area and idle energy):
-    starts take the experiment's hardware's, and descent and refinement move it; the other
-    modes keep the experiment's hardware's.
+    DRAM bandwidth too (the tiles grow the array and buffers they outgrow), ``fixed`` keeps the
+    experiment's hardware. Rounded designs have PE dims <= ``max_pe_dim`` and buffers in
+    ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb`` if set. In ``free`` mode the
+    DRAM bandwidth is a power of two words per cycle up to ``max_dram_bw_words`` (its cost:
+    the template's DRAM interface area and idle energy): starts take the experiment's
+    hardware's, and descent and refinement move it; the other modes keep the experiment's
+    hardware's.
 
     Refinement: the last ``refine_fraction`` of the budget explores ``refine_moves`` exact
     neighbours per layer and round around the best design, on the layers the importance
