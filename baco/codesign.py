@@ -13,11 +13,13 @@ each dim's log, soft loop orders, continuous stages). ``starts`` of them descend
 (the log of seed 001's Eq. 6.5 EDP: same optimum, better conditioned), on the minimal hardware
 inferred from the tiles (``hw_mode: min_hw``), on free hardware (``free``: PE dims, buffers
 and the DRAM bandwidth are variables, the first three grown smoothly to hold the tiles, so
-that a start's array widens when its tiles want it) or on fixed hardware, counting padded DIM x DIM blocks when instruction-aware
-(`baco.instructions`). Every ``round_every`` steps each start is rounded to a valid design
-(`baco.rounding`: nearest divisors, argmax loop orders, rounded stages, the array filled,
-minimal hardware in 1 KB steps, a power-of-two bandwidth) and scored exactly; the best design
-is kept. A start whose steps are used up makes way for a new random one.
+that a start's array widens when its tiles want it) or on fixed hardware, counting padded
+DIM x DIM blocks when instruction-aware (`baco.instructions`). Every ``round_every`` steps
+each start is rounded to a valid design (`baco.rounding`: nearest divisors, argmax loop
+orders, rounded stages, the array filled, minimal hardware in 1 KB steps, a power-of-two
+bandwidth) and scored exactly, and so is that design with its array narrowed to the power of
+two below (`baco.refine.narrow_moves`); the best design is kept. A start whose steps are
+used up makes way for a new random one.
 
 **Refinement** (the rest). Rounding loses part of what descent found; exact local moves around
 the best design (`baco.refine`; in free mode also the bandwidth halved and doubled) win some
@@ -170,8 +172,8 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
     ``max_pe_dim``, buffers beyond ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond
     ``max_dram_bw_words``, and the hardware's area beyond ``area_budget_mm2``
     (`perfmodels.energy.area_excess`: of the inferred or grown hardware, so the gradient
-    shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's cycles are
-    multiplied by the surrogate's learned residual (differentiably).
+    shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every
+    layer's cycles are multiplied by the surrogate's learned residual (differentiably).
     """
     maps = relax.decode_mappings(theta, space)
     template = space.template
