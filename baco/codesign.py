@@ -777,7 +777,8 @@ class _Search:
         remaining = budget - self.samples
         for s in range(S):
             if self._slot_finished(s):
-                if remaining < cfg.start_mappings + 4:
+                # the start's candidates and design, a step, and its rounded designs
+                if remaining < cfg.start_mappings + 2 + ROUNDED_PER_START:
                     self.slot_start[s] = -1
                     continue
                 fresh[s] = self._new_start(s)

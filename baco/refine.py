@@ -110,10 +110,9 @@ def global_moves(rounder: Rounder, design: Design, candidate_orders: np.ndarray
     """Whole-network neighbours that no one-layer move reaches (the hardware couples the
     layers: the PE array is as wide as the widest layer needs): every layer's array axes
     filled from any loop of the dim (`fill_moves`), the whole array narrowed to the power of
-    two below (`narrow_moves`), every layer's fan-out on an array axis
-    narrowed or widened by a prime (its loop at that level taking up the difference; tiles
-    unchanged), one level's stages up or down everywhere, one level's loop order set to a
-    candidate everywhere."""
+    two below (`narrow_moves`), every layer's fan-out on an array axis narrowed or widened by
+    a prime (its loop at that level taking up the difference; tiles unchanged), one level's
+    stages up or down everywhere, one level's loop order set to a candidate everywhere."""
     T0, S0, O0, ST0 = design.temporal, design.spatial, design.order, design.stages
     n_levels = T0.shape[1]
     out: list[Arrays] = fill_moves(rounder, design) + narrow_moves(rounder, design)

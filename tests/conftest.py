@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import jax
@@ -20,3 +21,19 @@ def _free_compiled_programs_when_mappings_run_high():
     yield
     if MAPS.exists() and len(MAPS.read_text().splitlines()) > MAX_MAPPINGS:
         jax.clear_caches()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _compilation_cache(tmp_path_factory):
+    """One persistent compilation cache for the run, shared with the processes tests start
+    (`baco run` under signals, reproduce workers): each compiles what the first compiled."""
+    path = str(tmp_path_factory.mktemp("jax-cache"))
+    previous = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    jax.config.update("jax_compilation_cache_dir", path)
+    yield
+    jax.config.update("jax_compilation_cache_dir", previous)
+    if previous is None:
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    else:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = previous
