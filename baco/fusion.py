@@ -3,7 +3,8 @@ that does to each design's score.
 
 A network's chains (`workloads.fusion`, `Network.chains`) that the fused lowering runs
 (`accel.lower.chain.lower_gemm_chain`: two ungrouped GEMMs, or 1x1 convolutions as the GEMMs
-of their pixels (`gemm_view`), each with no epilogue or a relu, nothing else between them)
+of their pixels (`gemm_view`); the first with a bias and a relu at most, the second with a
+bias, a residual and a relu, and nothing between them but the first one's epilogue)
 are grouped by their unique layers (`ChainGroup`: twelve identical attention blocks are one
 group of twelve instances). Chains the lowering cannot run, and chains that share a layer
 with an earlier chain, are counted by reason, never fused.
@@ -37,16 +38,12 @@ import numpy as np
 
 from accel.arch import HardwareConfig, hw_env
 from accel.isa import IsaParams
-from accel.lower.chain import TILE_DIMS, chain_dims, choose_tiles, footprint
+from accel.lower.chain import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
 from perfmodels.energy import config_area_mm2
 from perfmodels.fusion import ChainDims, chain_cost, chain_data_volume
-from workloads.errors import BacoError, ConfigError
+from workloads.errors import BacoError, ConfigError, UnsupportedOpError
 from workloads.layer import Layer
 from workloads.network import Network
-
-FUSABLE_EPILOGUES = ((), ("relu",))
-"""What the fused lowering applies to each GEMM's result (on the requantizing move)."""
-
 
 def gemm_view(layer: Layer) -> Layer | None:
     """The GEMM a layer runs as in a fused chain: a GEMM as it is, a 1x1 convolution (stride
@@ -114,22 +111,36 @@ def fused_chains(extra: dict[str, Any], layers: Sequence[Layer]) -> list[ChainGr
 
 
 _LAYOUT_OPS = ("reshape", "flatten", "squeeze", "unsqueeze")
+_NO_UNIT = ("ops between or after the GEMMs other than bias, a residual and relu (softmax, GELU, "
+           "a scale...) have no on-chip unit")
 
 
-def _why_apart(first: Layer | None, second: Layer | None, between: Sequence[str]) -> str | None:
+def _fusable(first: Layer | None, second: Layer | None, between: Sequence[str]
+             ) -> tuple[Layer, Layer] | str:
+    """The two layers as the fused lowering runs them (a relu between them applied by the
+    first one's requantizing move, as mvout's), or why they stay apart."""
     if first is None or second is None:
         return ("a convolution with a window, stride or padding: the fused lowering runs "
                 "GEMMs and 1x1 convolutions only")
-    ops = tuple(op for op in between if op not in _LAYOUT_OPS)
-    if any(x.epilogue not in FUSABLE_EPILOGUES for x in (first, second)) or ops not in (
-            (), ("relu",)):
-        return ("ops between or after the GEMMs other than relu (softmax, bias, GELU...) have "
-                "no on-chip unit")
+    # `between` lists the nodes on the path, the first layer's epilogue nodes among them (a
+    # bias that is a Gemm's or Conv's input is no node).
+    ops = [op for op in between if op not in _LAYOUT_OPS]
+    for op in first.epilogue:
+        if op in ops:
+            ops.remove(op)
+    if ops == ["relu"] and "relu" not in first.epilogue:
+        first = dataclasses.replace(first, epilogue=(*first.epilogue, "relu"))
+    elif ops:
+        return _NO_UNIT
+    try:
+        chain_epilogues(first, second)
+    except UnsupportedOpError:
+        return _NO_UNIT
     try:
         chain_dims(first, second)
     except BacoError:
         return "the consumer does not read the producer's rows as they are"
-    return None
+    return first, second
 
 
 def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]:
@@ -142,14 +153,13 @@ def fusion_groups(net: Network) -> tuple[tuple[ChainGroup, ...], dict[str, int]]
         first, second = (gemm_view(dataclasses.replace(net.layers[net.order[x]],
                                                        epilogue=tuple(net.epilogues[x])))
                          for x in (p, q))
-        why = _why_apart(first, second, chain.between)
-        if why is None and "relu" in chain.between and not first.epilogue:
-            first = dataclasses.replace(first, epilogue=("relu",))   # on the move, as mvout's
-        if why is None and (p in taken or q in taken):
-            why = "shares a layer with an earlier fused chain"
-        if why is not None:
-            skipped[why] += 1
+        pair = _fusable(first, second, chain.between)
+        if not isinstance(pair, str) and (p in taken or q in taken):
+            pair = "shares a layer with an earlier fused chain"
+        if isinstance(pair, str):
+            skipped[pair] += 1
             continue
+        first, second = pair
         taken.update((p, q))
         key = (net.order[p], net.order[q], first.epilogue, second.epilogue)
         found.setdefault(key, [first, second, chain.names, 0])[3] += 1
@@ -227,6 +237,8 @@ def chain_figures(group: ChainGroup, hw: HardwareConfig, aware: bool = True
     tiles = _planned(group.dims, IsaParams.from_hardware(hw))
     if tiles is None:
         return np.inf, np.inf, None
+    # The per-layer models leave a layer's bias and residual moves uncounted; so does this,
+    # so that fused and apart compare alike (`chain_cost(epilogue=...)` counts them).
     cost = chain_cost(group.dims, tiles, hw, load_latency=aware)
     return float(cost.cycles), float(cost.energy_pj), tuple(int(t) for t in tiles)
 
@@ -327,5 +339,5 @@ def _apart(group: ChainGroup, values: np.ndarray) -> np.ndarray:
     return sum(k * values[..., i] for i, k in group.uses.items())
 
 
-__all__ = ["FUSABLE_EPILOGUES", "ChainGroup", "FusionPlan", "chain_figures", "fused_chains",
+__all__ = ["ChainGroup", "FusionPlan", "chain_figures", "fused_chains",
            "fusion_groups", "gemm_view", "path_area_mm2", "plan_chain_tiles"]

@@ -46,16 +46,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accel.lower.chain import chain_dims
+from accel.lower.chain import chain_dims, chain_epilogues
 from perfmodels.analytic import fast_jit
 from workloads.errors import ConfigError, InfeasibleError, WorkloadError
 from workloads.layer import Layer
 from workloads.network import Network
 
-__all__ = ["VALID_ORDERS", "ChainCost", "ChainDims", "ClosedForm", "Tiling", "Unfused",
-           "ceil_trips", "chain_cost", "chain_data_volume", "chain_metrics", "chain_words",
-           "closed_form_optimum", "order_array", "relaxed_chain_tiles", "relaxed_trips",
-           "search_chain_tiles", "tile_candidates", "unfused_data_volume"]
+__all__ = ["VALID_ORDERS", "ChainCost", "ChainDims", "ChainEpilogue", "ClosedForm", "Tiling",
+           "Unfused", "ceil_trips", "chain_cost", "chain_data_volume", "chain_metrics",
+           "chain_words", "closed_form_optimum", "order_array", "relaxed_chain_tiles",
+           "relaxed_trips", "search_chain_tiles", "tile_candidates", "unfused_data_volume"]
 
 LOOPS = "mkln"  # loop ids index (M, K, L, N), Chimera's names
 WEIGHTS = ("B", "D")  # the operands a `Layer` GEMM's batch shares
@@ -105,6 +105,35 @@ class ChainDims(NamedTuple):
         """Each of A, B, D read and E written once: the least DV any tiling can reach."""
         b, m, k, l_, n = self
         return b * (m * k + k * l_ + l_ * n + m * n)
+
+
+class ChainEpilogue(NamedTuple):
+    """The epilogue operands a fused chain moves (`accel.lower.chain`): the first GEMM's bias
+    (into C's accumulator rows), the second's bias and residual (into E's)."""
+
+    bias_c: bool = False
+    bias_e: bool = False
+    residual: bool = False
+
+    @classmethod
+    def from_layers(cls, producer: Layer, consumer: Layer) -> ChainEpilogue:
+        """`UnsupportedOpError` for an epilogue the fused lowering cannot apply."""
+        first, second = chain_epilogues(producer, consumer)
+        return cls(first.bias, second.bias, second.residual)
+
+    def elements(self, dims: Any) -> dict[str, tuple[Any, int]]:
+        """``{operand: (elements moved, bytes each)}``, as the trace moves them in order mlkn:
+        a bias row (int32) per accumulator row of each C or E tile, so one element per element
+        of C or E; the residual (int8) once. None depends on the tiles (DIM multiples)."""
+        b, m, _, l_, n = dims
+        out = {}
+        if self.bias_c:
+            out["bias_C"] = (b * m * l_, 4)
+        if self.bias_e:
+            out["bias_E"] = (b * m * n, 4)
+        if self.residual:
+            out["residual"] = (b * m * n, 1)
+        return out
 
 
 def ceil_trips(size: Any, tile: Any) -> Any:
@@ -353,7 +382,8 @@ class ChainCost(NamedTuple):
 
 
 def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
-               shared_weights: bool = True) -> ChainCost:
+               shared_weights: bool = True, epilogue: ChainEpilogue = ChainEpilogue()
+               ) -> ChainCost:
     """The fused chain as `accel.lower.chain.lower_gemm_chain` runs it (order mlkn, E resident
     for all of N) on `hw`, for tiles ``(..., 4)`` in DIM multiples (T_N ignored: N whole):
     `chain_metrics` with exact trips, and the rows its buffers hold
@@ -366,7 +396,7 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     flat = tiles.reshape(-1, tiles.shape[-1])[:, :3]
     cycles, energy_pj, dram = _exact_metrics(
         hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
-        jnp.asarray(flat, jnp.float32), load_latency, shared_weights)
+        jnp.asarray(flat, jnp.float32), load_latency, shared_weights, ChainEpilogue(*epilogue))
     tm, tk, tl = (np.minimum(tiles[..., i], -(-float(x) // d) * d)
                   for i, x in enumerate(dims[1:4]))
     n = int(dims[4])
@@ -376,16 +406,18 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     return ChainCost(*out, sp_rows=sum(sp_rows.values()), acc_rows=sum(acc_rows.values()))
 
 
-@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5))
+@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6))
 def _exact_metrics(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
-                   load_latency: bool, shared_weights: bool) -> tuple[Any, Any, Any]:
+                   load_latency: bool, shared_weights: bool, epilogue: ChainEpilogue
+                   ) -> tuple[Any, Any, Any]:
     return jax.vmap(lambda t: chain_metrics(template, hwp, dims, t, ceil_trips, load_latency,
-                                            shared_weights))(tiles)
+                                            shared_weights, epilogue))(tiles)
 
 
 def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
                   trips: Callable[[Any, Any], Any] = ceil_trips, load_latency: bool = True,
-                  shared_weights: bool = True) -> tuple[Any, Any, Any]:
+                  shared_weights: bool = True, epilogue: ChainEpilogue = ChainEpilogue()
+                  ) -> tuple[Any, Any, Any]:
     """``(cycles, pJ, DRAM words)`` of the fused chain for one tiling ``(T_M, T_K, T_L)`` on
     hardware parameters `hwp`: one JAX formula, exact with `ceil_trips` (DIM blocks and tile
     trips rounded up) or relaxed with `relaxed_trips` (differentiable in the tiles and in
@@ -399,8 +431,14 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
       trips expose none); each C tile then drains (``2 DIM + CHAIN_STEP_CYCLES``) and moves
       its ``T_M ceil(T_L/DIM)`` rows to the scratchpad one a cycle before GEMM2 reads it:
       all of that is the ``use`` side;
-    * DRAM moves `chain_words` (A, B, D read, E written; int8, a word a byte) at the DRAM
-      level's bandwidth, in ``T_M``-row tiles of A and B per k tile and of D per l tile;
+    * DRAM moves `chain_words` (A, B, D read, E written; int8, a word a byte) and, given an
+      ``epilogue``, its operands (`ChainEpilogue.elements`; an int32 bias element is four
+      bytes and, as a layer's O words, one word on chip) at the DRAM level's bandwidth, in
+      ``T_M``-row tiles of A and B per k tile, of D per l tile, a bias load per C tile and an
+      E initialisation per m tile; a tile that starts from its bias or residual accumulates
+      from its first compute. The default, none, is what the search charges: the per-layer
+      models leave a layer's bias and residual moves uncounted, so fused and apart compare
+      alike;
     * the two meet in ALCOP's load-and-use loop (`perfmodels.latency.pipeline_cycles`, two
       stages), with the DRAM level's per-load latency when ``load_latency`` (off: Timeloop's
       roofline, ``max(use, transfer)``);
@@ -426,7 +464,11 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     c_tiles = b * trips_m * trips_l
     _, _, words = chain_words((b, m, k, l_, n), jnp.stack([tm, tk, tl, n]), "mlkn", trips,
                               shared_weights=shared_weights)
-    dram = sum(words.values())
+    epi = epilogue.elements((b, m, k, l_, n))
+    epi_words = sum(x for x, _ in epi.values())
+    dram = sum(words.values()) + sum(x * size for x, size in epi.values())
+    init_e = epilogue.bias_e or epilogue.residual
+    loads = c_tiles * (trips_k + 1.0 + epilogue.bias_c) + b * trips_m * init_e
     lv = level_arrays(template, hwp)
     top = template.num_levels - 1
     use = rows1 + rows2
@@ -441,19 +483,25 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
         waits = b * ((trips_m - 1.0) * exposed(m_rows) + exposed(edge)) * (kb * lb + lb * nb)
         use = use + waits + moved_rows + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
     cycles = pipeline_cycles(use, dram / lv.bandwidth_words[top], lv.latency_cycles[top],
-                             c_tiles * (trips_k + 1.0), 2.0, load_latency)
+                             loads, 2.0, load_latency)
     # Words per level [level, tensor] (registers, accumulator, scratchpad, DRAM).
     reg, acc, sp = 0, 1, 2
     zeros = jnp.zeros((template.num_levels, 3))
     array_macs = (rows1 + rows2) * d * d
+    # Epilogue rows land in the accumulator (a residual on a bias reads the rows first).
+    epi_rows = b * m * (lb * epilogue.bias_c + nb * (epilogue.bias_e + epilogue.residual))
+    accumulating = (rows1 * (1.0 if epilogue.bias_c else (kb - 1) / kb)
+                    + rows2 * (1.0 if init_e else (lb - 1) / lb))
     reads = (zeros.at[top, W].set(words["B"] + words["D"]).at[top, I].set(words["A"])
+             .at[top, O].set(epi_words)
              .at[sp, I].set((rows1 + rows2) * d).at[sp, W].set(preloads * d * d)
-             .at[acc, O].set((rows1 * (kb - 1) / kb + rows2 * (lb - 1) / lb + moved_rows
-                              + b * m * nb) * d)
+             .at[acc, O].set((accumulating + moved_rows + b * m * nb
+                              + b * m * nb * (epilogue.bias_e and epilogue.residual)) * d)
              .at[reg, W].set(array_macs))
     updates = zeros.at[top, O].set(words["E"]).at[acc, O].set((rows1 + rows2) * d)
     fills = (zeros.at[sp, W].set(words["B"] * lb * d / l_ + words["D"] * nb * d / n)
              .at[sp, I].set(words["A"] * kb * d / k + moved_rows * d)
+             .at[acc, O].set(epi_rows * d)
              .at[reg, W].set(preloads * d * d))
     out = energy(template, Accesses(macs=array_macs, tile_words=zeros, fills=fills,
                                     reads=reads, updates=updates,

@@ -16,10 +16,16 @@ l tile:
 A tile that covers the whole of what varies under it is loaded once and stays: A's when K is
 one k tile; B's (D's) across m tiles when K and L (L and N) are one tile each, and across the
 batch too when the weights are shared. After the last l tile, E's rows go to DRAM by mvout
-with the second layer's scale and activation. So the trace reads A, B and D and writes E, and
-nothing else. ``"mlkn"`` keeps E
+with the second layer's scale and activation. So the trace reads A, B and D (and the
+epilogues' operands) and writes E, and nothing else. ``"mlkn"`` keeps E
 resident for all of N and computes each C tile once; ``"mnlk"`` keeps one n tile of E and
 recomputes C per n tile (less accumulator, more A and B traffic).
+
+Epilogues, as `accel.lower.ws` applies a layer's: a GEMM's bias (int32, one row repeated by a
+zero DRAM stride) is mvin3'd into a C or E tile's accumulator rows before its first compute,
+and the second GEMM's residual ("add", int8, ``shrunk``) on top, with the accumulate bit; the
+first compute into those rows then accumulates. relu is applied by the requantizing move. The
+first GEMM takes no residual: its output is the intermediate no other layer may feed.
 
 Local layouts, rows DIM elements wide (a tile's blocks of DIM columns are stacked): A tile row
 ``kb * tm + m``, B ``lb * tk + k``, C (scratchpad and accumulator) ``lb * tm + m``, D
@@ -32,6 +38,10 @@ Local layouts, rows DIM elements wide (a tile's blocks of DIM columns are stacke
 ...                        hw)
 >>> low.dram_read_bytes, low.dram_write_bytes
 ({'A': 48, 'B': 30, 'D': 15}, {'E': 24})
+>>> low = lower_gemm_chain(Layer.gemm(M=8, K_red=6, N_out=5, epilogue=("bias", "relu")),
+...                        Layer.gemm(M=8, K_red=5, N_out=3, epilogue=("bias", "add")), hw)
+>>> low.dram_read_bytes  # a bias row per accumulator row (int32), the residual once
+{'bias_E': 96, 'residual': 24, 'bias_C': 160, 'A': 48, 'B': 30, 'D': 15}
 """
 
 from __future__ import annotations
@@ -41,9 +51,10 @@ import dataclasses
 
 from accel.arch import HardwareConfig
 from accel.isa import Activation, Funct, IsaParams
+from accel.lower.core import parse_epilogue
 from accel.lower.emit import GARBAGE, Emitter, acc_addr, new_instruction, operand
 from accel.lower.layout import ALIGN_BYTES, DramLayout, TensorLayout
-from accel.lower.ws import Allocation, BufferRegion
+from accel.lower.ws import Allocation, BufferRegion, Epilogue
 from accel.trace import Trace
 from workloads.errors import ConfigError, InfeasibleError, UnsupportedOpError
 from workloads.layer import Layer
@@ -66,8 +77,7 @@ class LoweredChain:
     first: Layer
     second: Layer
     hw: HardwareConfig
-    acc_scales: tuple[float, float]
-    relu: tuple[bool, bool]
+    epilogues: tuple[Epilogue, Epilogue]
     batched_weights: bool
     dram_read_bytes: dict[str, int]
     dram_write_bytes: dict[str, int]
@@ -75,6 +85,10 @@ class LoweredChain:
     @property
     def params(self) -> IsaParams:
         return IsaParams.from_hardware(self.hw)
+
+    @property
+    def acc_scales(self) -> tuple[float, float]:
+        return self.epilogues[0].acc_scale, self.epilogues[1].acc_scale
 
     @property
     def instructions(self) -> dict[str, int]:
@@ -101,13 +115,23 @@ def chain_dims(first: Layer, second: Layer) -> tuple[int, int, int, int, int]:
     return first.N, first.P, first.C, first.K, second.K
 
 
-def _relu(layer: Layer) -> bool:
-    ops = tuple(layer.epilogue)
-    if ops not in ((), ("relu",)):
-        raise UnsupportedOpError(
-            f"gemm chain: {_name(layer)} has epilogue {ops}; a fused chain applies only relu "
-            "(on the requantizing move); lower the layers apart for bias or add")
-    return ops == ("relu",)
+def chain_epilogues(first: Layer, second: Layer, acc_scales: tuple[float, float] = (1.0, 1.0)
+                    ) -> tuple[Epilogue, Epilogue]:
+    """The two GEMMs' epilogues as the fused trace applies them (module docstring);
+    `UnsupportedOpError` names the layer whose epilogue it cannot apply."""
+    out = []
+    for position, (layer, scale) in enumerate(zip((first, second), acc_scales)):
+        ops = tuple(layer.epilogue)
+        try:
+            epi = parse_epilogue(ops, acc_scale=scale)
+        except UnsupportedOpError as exc:
+            raise UnsupportedOpError(f"gemm chain: {_name(layer)}: {exc}") from None
+        if epi.residual and position == 0:
+            raise UnsupportedOpError(
+                f"gemm chain: {_name(layer)} has epilogue {ops}; the first GEMM's output is the "
+                "intermediate, which takes no residual: lower the layers apart")
+        out.append(epi)
+    return out[0], out[1]
 
 
 def _round_up(value: int, step: int) -> int:
@@ -174,42 +198,26 @@ def choose_tiles(first: Layer, second: Layer, params: IsaParams, order: str = "m
     return t
 
 
-def chain_layout(batch: int, m: int, k: int, l_: int, n: int,
-                 batched_weights: bool) -> DramLayout:
-    """A, B, D (int8) and E (int8) packed after a zero region at address 0 (Gemmini's DMA
-    reads a NULL source as zeros, so no tensor starts there). B and D are per batch with
-    ``batched_weights`` (BMM), else shared by every batch, as a `Layer` GEMM's weight is."""
+def chain_layout(batch: int, m: int, k: int, l_: int, n: int, batched_weights: bool,
+                 epilogues: tuple[Epilogue, Epilogue] = (Epilogue(), Epilogue())) -> DramLayout:
+    """A, B, D (int8), the epilogues' operands and E (int8) packed after a zero region at
+    address 0 (Gemmini's DMA reads a NULL source as zeros, so no tensor starts there). B and D
+    are per batch with ``batched_weights`` (BMM), else shared by every batch, as a `Layer`
+    GEMM's weight is. ``bias_C`` (L) and ``bias_E`` (N) are int32, ``residual`` is E's shape."""
     lead = (batch,) if batched_weights else ()
-    specs = (("zeros", (ALIGN_BYTES,)), ("A", (batch, m, k)), ("B", (*lead, k, l_)),
-             ("D", (*lead, l_, n)), ("E", (batch, m, n)))
+    first, second = epilogues
+    specs = (("zeros", (ALIGN_BYTES,), "int8"), ("A", (batch, m, k), "int8"),
+             ("B", (*lead, k, l_), "int8"), ("D", (*lead, l_, n), "int8"),
+             *((("bias_C", (l_,), "int32"),) if first.bias else ()),
+             *((("bias_E", (n,), "int32"),) if second.bias else ()),
+             *((("residual", (batch, m, n), "int8"),) if second.residual else ()),
+             ("E", (batch, m, n), "int8"))
     tensors, offset = [], 0
-    for name, shape in specs:
-        tensor = TensorLayout(name, offset, shape, "int8")
+    for name, shape, dtype in specs:
+        tensor = TensorLayout(name, offset, shape, dtype)
         tensors.append(tensor)
         offset += _round_up(tensor.nbytes, ALIGN_BYTES)
     return DramLayout(tuple(tensors), offset)
-
-
-def dram_traffic(trace: Trace, layout: DramLayout, params: IsaParams
-                 ) -> tuple[dict[str, int], dict[str, int]]:
-    """DRAM bytes the trace's moves read and write, per tensor of ``layout``; `ConfigError`
-    for a move that touches no tensor or straddles two."""
-    spans = [(t.offset_bytes, t.offset_bytes + t.nbytes, t.name) for t in layout.tensors]
-    reads: dict[str, int] = {}
-    writes: dict[str, int] = {}
-    for index, access in enumerate(trace.accesses(params)):
-        for regions, into in ((access.reads, reads), (access.writes, writes)):
-            for region in regions:
-                if region.space != "dram":
-                    continue
-                name = next((s[2] for s in spans
-                             if s[0] <= region.start and region.stop <= s[1]), None)
-                if name is None:
-                    raise ConfigError(
-                        f"instruction #{index} ({trace[index].mnemonic}) touches DRAM bytes "
-                        f"{region.start:#x}..{region.stop - 1:#x}, inside no single tensor")
-                into[name] = into.get(name, 0) + region.stop - region.start
-    return reads, writes
 
 
 def _tile_matmul(out: list, dim: int, a_base: int, w_base: int, w_stride: int, c_base: int,
@@ -240,7 +248,8 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                      tiles: dict[str, int] | None = None, order: str = "mlkn", *,
                      acc_scales: tuple[float, float] = (1.0, 1.0),
                      batched_weights: bool = False) -> LoweredChain:
-    """Lower the chain ``E = requant(requant(A @ B) @ D)`` to one fused trace (module docstring).
+    """Lower the chain ``E = requant(requant(A @ B + bias_C) @ D + bias_E + residual)`` (each
+    epilogue term where the layer's epilogue has it) to one fused trace (module docstring).
 
     Args:
         first: the GEMM A (M x K) x B (K x L) (``Layer.gemm(M, K_red=K, N_out=L, batch)``).
@@ -255,7 +264,8 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
 
     Raises:
         ConfigError: the layers do not chain, or a bad tile or order.
-        UnsupportedOpError: an epilogue other than relu.
+        UnsupportedOpError: an epilogue op other than bias, add and relu, or a residual on
+            the first GEMM.
         InfeasibleError: the tiles do not fit (names the layers, rows needed and available).
     """
     if order not in ORDERS:
@@ -264,7 +274,7 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
         if not scale > 0:
             raise ConfigError(f"gemm chain acc_scales must be positive, got {acc_scales}")
     batch, m, k, l_, n = chain_dims(first, second)
-    relu = (_relu(first), _relu(second))
+    epis = chain_epilogues(first, second, acc_scales)
     params = IsaParams.from_hardware(hw)
     dim = params.dim
     t = choose_tiles(first, second, params, order, tiles)
@@ -282,12 +292,19 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     a_sp, b_sp, c_sp, d_sp = (alloc[x].start_row for x in "ABCD")
     c_acc, e_acc = alloc["C_acc"].start_row, alloc["E_acc"].start_row
 
-    layout = chain_layout(batch, m, k, l_, n, batched_weights)
+    layout = chain_layout(batch, m, k, l_, n, batched_weights, epis)
     ta, tb, td, te = (layout[x] for x in "ABDE")
     em = Emitter(params)
     em.config_ex()
-    acts = tuple(Activation.RELU if r else Activation.NONE for r in relu)
+    acts = tuple(Activation.RELU if e.relu else Activation.NONE for e in epis)
+    init_c, init_e = (e.init for e in epis)
     per_mvin = params.max_block_len
+    reads: dict[str, int] = {}
+
+    def move(ld_id: int, tensor: TensorLayout, dram: int, local: int, rows: int,
+             cols: int) -> None:
+        em.mvin(ld_id, dram, local, rows, cols, tensor.itemsize)
+        reads[tensor.name] = reads.get(tensor.name, 0) + rows * cols * tensor.itemsize
 
     def load(ld_id: int, tensor: TensorLayout, origin: tuple[int, ...], local: int,
              block_stride: int, rows: int, cols: int) -> None:
@@ -297,9 +314,29 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
         em.config_ld(ld_id, tensor.shape[-1], block_stride=block_stride)
         for r0 in range(0, rows, dim):
             for c0 in range(0, cols, per_mvin * dim):
-                em.mvin(ld_id, tensor.address(*lead, row + r0, col + c0),
-                        local + c0 // dim * block_stride + r0, min(dim, rows - r0),
-                        min(per_mvin * dim, cols - c0), 1)
+                move(ld_id, tensor, tensor.address(*lead, row + r0, col + c0),
+                     local + c0 // dim * block_stride + r0, min(dim, rows - r0),
+                     min(per_mvin * dim, cols - c0))
+
+    def init_tile(epi: Epilogue, bias: str, acc_base: int, b: int, m0: int, rows: int,
+                  col0: int, cols: int) -> None:
+        # A C or E tile's accumulator rows (blocks of DIM columns tm rows apart) start as the
+        # bias row repeated (DRAM stride 0) and, for E, plus the residual's rows.
+        blocks = [(cb, min(dim, cols - cb * dim)) for cb in range(-(-cols // dim))]
+        if epi.bias:
+            em.config_ld(2, 0)
+            for cb, cc in blocks:
+                for r0 in range(0, rows, dim):
+                    move(2, layout[bias], layout[bias].address(col0 + cb * dim),
+                         acc_addr(acc_base + cb * tm + r0), min(dim, rows - r0), cc)
+        if epi.residual:
+            res = layout["residual"]
+            em.config_ld(2, n, shrunk=True)
+            for cb, cc in blocks:
+                for r0 in range(0, rows, dim):
+                    move(2, res, res.address(b, m0 + r0, col0 + cb * dim),
+                         acc_addr(acc_base + cb * tm + r0, accumulate=epi.bias),
+                         min(dim, rows - r0), cc)
 
     n_groups = [(0, n)] if order == "mlkn" else [(n0, min(n, n0 + tn)) for n0 in range(0, n, tn)]
     # A tile that is the whole of its tensor's varying extent stays put: A's across l (and n)
@@ -313,8 +350,10 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
             mv = min(tm, m - m0)
             a_resident = False
             for n_lo, n_hi in n_groups:
+                init_tile(epis[1], "bias_E", e_acc, b, m0, mv, n_lo, n_hi - n_lo)
                 for l0 in range(0, l_, tl):
                     lv = min(tl, l_ - l0)
+                    init_tile(epis[0], "bias_C", c_acc, b, m0, mv, l0, lv)
                     for k0 in range(0, k, tk):
                         kv = min(tk, k - k0)
                         if not a_resident:
@@ -324,9 +363,9 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                             load(1, tb, (*wb, k0, l0), b_sp, tk, kv, lv)
                             b_resident = tk >= k and tl >= l_
                         _tile_matmul(em.out, dim, a_sp, b_sp, tk, c_acc, tm, mv, kv, lv,
-                                     overwrite=k0 == 0)
+                                     overwrite=k0 == 0 and not init_c)
                     # C stays on chip: requantized into the scratchpad, never to DRAM.
-                    em.config_st(n, act=acts[0], acc_scale=acc_scales[0])
+                    em.config_st(n, act=acts[0], acc_scale=epis[0].acc_scale)
                     for lb in range(-(-lv // dim)):
                         for r0 in range(0, mv, dim):
                             em.out.append(new_instruction(
@@ -339,8 +378,8 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                             load(2, td, (*wb, l0, n0), d_sp, tl, lv, nv)
                             d_resident = tl >= l_ and tn >= n
                         _tile_matmul(em.out, dim, c_sp, d_sp, tl, e_acc + (n0 - n_lo) // dim * tm,
-                                     tm, mv, lv, nv, overwrite=l0 == 0)
-                em.config_st(n, act=acts[1], acc_scale=acc_scales[1])
+                                     tm, mv, lv, nv, overwrite=l0 == 0 and not init_e)
+                em.config_st(n, act=acts[1], acc_scale=epis[1].acc_scale)
                 for nb in range(-(-(n_hi - n_lo) // dim)):
                     for r0 in range(0, mv, dim):
                         em.mvout(te.address(b, m0 + r0, n_lo + nb * dim),
@@ -349,11 +388,9 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     em.fence()
     trace = Trace(em.out)
     trace.validate(params)
-    reads, writes = dram_traffic(trace, layout, params)
-    return LoweredChain(trace, layout, alloc, t, order, first, second, hw,
-                        (float(acc_scales[0]), float(acc_scales[1])), relu,
-                        bool(batched_weights), reads, writes)
+    return LoweredChain(trace, layout, alloc, t, order, first, second, hw, epis,
+                        bool(batched_weights), reads, {"E": em.dram_write_bytes})
 
 
-__all__ = ["ORDERS", "TILE_DIMS", "LoweredChain", "chain_dims", "chain_layout",
-           "choose_tiles", "dram_traffic", "footprint", "lower_gemm_chain"]
+__all__ = ["ORDERS", "TILE_DIMS", "LoweredChain", "chain_dims", "chain_epilogues",
+           "chain_layout", "choose_tiles", "footprint", "lower_gemm_chain"]

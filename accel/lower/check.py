@@ -78,10 +78,13 @@ def check_scales(first_k: int, second_k: int) -> tuple[float, float]:
 
 def random_chain_inputs(low: LoweredChain, rng: np.random.Generator
                         ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """``(arrays, image, initialized)`` for a fused chain: int8 A, B and D; E unwritten."""
+    """``(arrays, image, initialized)`` for a fused chain: int8 A, B and D, the epilogues'
+    int32 biases and int8 residual; E unwritten."""
     lay = low.layout
     arrays = {name: rng.integers(-128, 128, lay[name].shape).astype(np.int8)
-              for name in ("A", "B", "D")}
+              for name in ("A", "B", "D", "residual") if name in lay}
+    arrays.update({name: rng.integers(-5000, 5000, lay[name].shape).astype(np.int32)
+                   for name in ("bias_C", "bias_E") if name in lay})
     image = lay.pack(arrays)
     initialized = np.ones(image.size, bool)
     e = lay["E"]
@@ -90,16 +93,23 @@ def random_chain_inputs(low: LoweredChain, rng: np.random.Generator
 
 
 def expected_chain_output(low: LoweredChain, arrays: dict[str, Any]) -> np.ndarray:
-    """E = requant(requant(A @ B) @ D) per batch, as the fused trace must leave it."""
+    """E = requant(requant(A @ B + bias_C) @ D + bias_E + residual) per batch (each epilogue
+    term where the chain has it), as the fused trace must leave it."""
     from accel.sim.reference import gemm_acc, requantize
 
     a, b, d = arrays["A"], arrays["B"], arrays["D"]
     batch = a.shape[0]
     b = b if b.ndim == 3 else np.broadcast_to(b, (batch, *b.shape))
     d = d if d.ndim == 3 else np.broadcast_to(d, (batch, *d.shape))
-    (s1, s2), (r1, r2) = low.acc_scales, low.relu
-    return np.stack([requantize(gemm_acc(requantize(gemm_acc(a[i], b[i]), s1, r1), d[i]), s2, r2)
-                     for i in range(batch)])
+    first, second = low.epilogues
+    out = []
+    for i in range(batch):
+        c = requantize(gemm_acc(a[i], b[i], arrays.get("bias_C")), first.acc_scale, first.relu)
+        e = gemm_acc(c, d[i], arrays.get("bias_E"))
+        if second.residual:
+            e = (e.astype(np.int64) + arrays["residual"][i]).astype(np.int32)
+        out.append(requantize(e, second.acc_scale, second.relu))
+    return np.stack(out)
 
 
 __all__ = ["check_scales", "expected_chain_output", "expected_output", "pack_inputs",

@@ -6,15 +6,19 @@ scores the chain fused wherever that lowers a design's EDP, `baco.fusion`), each
 its own hardware. Both designs are judged by `baco.run.judge`'s code (`baco.yardsticks`): the
 simulated yardstick runs a fused chain as one trace. Prints per chain the simulated EDP and
 DRAM bytes of both, the gains on the three yardsticks, the designs' areas, and the geomean
-gains (``--json``: JSON). ``--area-budget`` holds both searches to one area.
+gains (``--json``: JSON). ``--area-budget`` holds both searches to one area. ``--epilogues``
+gives every chain an MLP block's epilogues (first GEMM + bias -> relu, second GEMM + bias +
+residual), which the fused trace applies on chip.
 
     .venv/bin/python experiments/bench/fusion_codesign.py [--budget 1000] [--seed 0] \\
-        [--suite bmm_chain|conv_chain] [--chains G1 G2 ...] [--area-budget MM2] [--json]
+        [--suite bmm_chain|conv_chain] [--chains G1 G2 ...] [--area-budget MM2] \\
+        [--epilogues] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import pathlib
@@ -28,7 +32,18 @@ from baco.config import CodesignConfig  # noqa: E402
 from baco.fusion import fused_chains  # noqa: E402
 from baco.rounding import design_of  # noqa: E402
 from baco.yardsticks import YARDSTICKS, yardsticks  # noqa: E402
+from workloads.network import Network  # noqa: E402
 from workloads.suites import suite  # noqa: E402
+
+MLP_EPILOGUES = (("bias", "relu"), ("bias", "add"))
+
+
+def _with_epilogues(net: Network) -> Network:
+    """The chain's two GEMMs (positions 0, 1) with an MLP block's epilogues."""
+    epilogues = tuple(MLP_EPILOGUES[min(i, 1)] for i in range(len(net.order)))
+    layers = [dataclasses.replace(x, epilogue=MLP_EPILOGUES[min(net.order.index(i), 1)])
+              for i, x in enumerate(net.layers)]
+    return dataclasses.replace(net, layers=tuple(layers), epilogues=epilogues)
 
 
 def _judged(result, config):
@@ -51,12 +66,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--chains", nargs="+", default=None, help="chain names (default all)")
     parser.add_argument("--area-budget", type=float, default=None,
                         help="codesign.area_budget_mm2 for both searches (default: none)")
+    parser.add_argument("--epilogues", action="store_true",
+                        help="an MLP block's bias, relu and residual on every chain")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = []
     for net in suite(args.suite):
         if args.chains and net.name not in args.chains:
             continue
+        if args.epilogues:
+            net = _with_epilogues(net)
         row = {"chain": net.name}
         for fusion in (False, True):
             config = CodesignConfig(budget_samples=args.budget, seed=args.seed, fusion=fusion,
@@ -87,7 +106,8 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{row['gain']['instruction_aware']:.2f}x plain {row['gain']['plain']:.2f}x"
                   f"  area {row['apart']['area_mm2']:.3g} -> {row['fused']['area_mm2']:.3g} mm2"
                   f"  fused {row['fused']['fused']}", flush=True)
-    out = {"suite": args.suite, "budget": args.budget, "seed": args.seed, "rows": rows,
+    out = {"suite": args.suite, "budget": args.budget, "seed": args.seed,
+           "epilogues": args.epilogues, "rows": rows,
            "geomean_gain": {name: _geomean([r["gain"][name] for r in rows])
                             for name in YARDSTICKS if all(name in r["gain"] for r in rows)}}
     if args.json:

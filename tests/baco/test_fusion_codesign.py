@@ -94,6 +94,15 @@ def test_fold_charges_the_fused_chain_exactly_where_it_lowers_the_edp():
                                np.asarray(folded.cycles))
 
 
+def _judged(result: CodesignResult):
+    """The result's design judged with its fused chains, and with every layer apart."""
+    layers = [x.layer for x in result.layers]
+    design = design_of(result.hardware, [x.mapping for x in result.layers])
+    counts = [x.count for x in result.layers]
+    return (yardsticks(layers, counts, design, fused=fused_chains(result.extra, layers)),
+            yardsticks(layers, counts, design))
+
+
 def test_a_fused_search_records_judges_and_simulates_its_chains():
     net = _g("G10")
     config = CodesignConfig(budget_samples=300, seed=0, fusion=True)
@@ -103,11 +112,7 @@ def test_a_fused_search_records_judges_and_simulates_its_chains():
     assert entry["fused"] and entry["tiles"] and result.extra["fusion"]["left_apart"] == {}
     loaded = CodesignResult.from_json(result.to_json())
     assert loaded.layers == result.layers
-    layers = [x.layer for x in loaded.layers]
-    design = design_of(loaded.hardware, [x.mapping for x in loaded.layers])
-    fused = fused_chains(loaded.extra, layers)
-    judged = yardsticks(layers, [x.count for x in loaded.layers], design, fused=fused)
-    apart = yardsticks(layers, [x.count for x in loaded.layers], design)
+    judged, apart = _judged(loaded)
     # The search's score is the instruction-aware yardstick of what it decided.
     assert judged.instruction_aware.edp == pytest.approx(result.edp, rel=1e-5)
     # On the simulator the chain runs as one trace, with less DRAM traffic than apart.
@@ -188,3 +193,28 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     moved = jax.tree_util.tree_map(lambda a, b: float(abs(a - b).max()), grad, grad0)
     assert max(jax.tree_util.tree_leaves(moved)) > 1e-3
     assert search._Search(net, HW, CodesignConfig(budget_samples=1000)).settings.fusion == ()
+
+
+def test_an_onnx_mlp_block_fuses_with_its_biases_and_residual_and_simulates_bit_exactly():
+    """Gemm + bias -> Relu -> Gemm + bias -> Add(input): the chain fuses with both biases and
+    the residual applied on chip, moves less DRAM than apart, and matches numpy."""
+    from workloads.onnx_import import from_onnx
+    from workloads.zoo.builder import GraphBuilder
+
+    b = GraphBuilder("mlp")
+    x = b.input("x", (512, 32))
+    y = b.gemm(b.relu(b.gemm(x, 256, name="fc1")), 32, name="fc2")
+    b.output(b.add(y, x, name="residual"))
+    net = from_onnx(b.build())
+    (group,), skipped = fusion_groups(net)
+    assert not skipped
+    assert [x.epilogue for x in group.layers] == [("bias", "relu"), ("bias", "add")]
+    result = codesign(net, config=CodesignConfig(budget_samples=200, seed=0, fusion=True))
+    assert [x.fused_with for x in result.layers] == [("fc2",), ("fc1",)]
+    judged, apart = _judged(result)
+    assert judged.instruction_aware.edp == pytest.approx(result.edp, rel=1e-5)
+    moved = [x.dram_read_bytes + x.dram_write_bytes for x in judged.layers]
+    assert moved[2] < sum(x.dram_read_bytes + x.dram_write_bytes for x in apart.layers)
+    assert judged.simulated.edp < apart.simulated.edp
+    records = simulate_result(result, check=True)
+    assert records[2].checked and report(records, "r")["all_ok"]

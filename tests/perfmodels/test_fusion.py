@@ -15,6 +15,7 @@ from perfmodels import fusion
 from perfmodels.fusion import (
     VALID_ORDERS,
     ChainDims,
+    ChainEpilogue,
     ceil_trips,
     chain_data_volume,
     closed_form_optimum,
@@ -191,10 +192,15 @@ def test_unfused_reaches_its_compulsory_traffic_when_everything_fits():
         search_chain_tiles(dims, 2)
 
 
+EPILOGUES = [((), ()), (("bias",), ()), ((), ("bias", "add")), (("bias", "relu"), ("add",)),
+             (("relu",), ("bias", "relu"))]
+
+
 def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
-    """Random chains and tilings, lowered to one fused trace (`accel.lower.chain`, order mlkn:
-    E resident for all of N, so the model's T_N is N) and run on the simulator: the DRAM bytes
-    its mvins and mvouts move (int8, a byte a word) are the model's DV for those tiles."""
+    """Random chains, tilings and epilogues, lowered to one fused trace (`accel.lower.chain`,
+    order mlkn: E resident for all of N, so the model's T_N is N) and run on the simulator: the
+    DRAM bytes its mvins and mvouts move (int8, a byte a word; an int32 bias four) are the
+    model's DV for those tiles plus its epilogue's bytes (`ChainEpilogue.elements`)."""
     from accel.arch import HardwareConfig
     from accel.lower import lower_gemm_chain
     from accel.sim import run_batch
@@ -211,14 +217,17 @@ def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
         tiles = {d: int(rng.integers(1, 4)) * dim for d in "mkl"}
         tiles["n"] = -(-n // dim) * dim
         shared = i % 2 == 1     # a Layer GEMM's batch shares B and D; a BMM's does not
-        low = lower_gemm_chain(Layer.gemm(M=m, K_red=k, N_out=l_, batch=batch),
-                               Layer.gemm(M=m, K_red=l_, N_out=n, batch=batch), hw, tiles,
-                               "mlkn", batched_weights=not shared)
+        ops = EPILOGUES[i % len(EPILOGUES)]
+        first = Layer.gemm(M=m, K_red=k, N_out=l_, batch=batch, epilogue=ops[0])
+        second = Layer.gemm(M=m, K_red=l_, N_out=n, batch=batch, epilogue=ops[1])
+        low = lower_gemm_chain(first, second, hw, tiles, "mlkn", batched_weights=not shared)
         t = low.tiles
-        dv, _ = chain_data_volume(ChainDims(batch, m, k, l_, n), (t["m"], t["k"], t["l"], n),
-                                  "mlkn", shared_weights=shared)
+        dims = ChainDims(batch, m, k, l_, n)
+        dv, _ = chain_data_volume(dims, (t["m"], t["k"], t["l"], n), "mlkn",
+                                  shared_weights=shared)
+        epilogue = ChainEpilogue.from_layers(first, second)
         lows.append(low)
-        want.append(float(dv))
+        want.append(float(dv) + sum(x * size for x, size in epilogue.elements(dims).values()))
     results = run_batch([low.trace for low in lows], hw, functional=False)
     for low, res, dv in zip(lows, results, want):
         dec = res.decoded
@@ -252,11 +261,13 @@ def test_chain_cost_meets_the_simulated_fused_trace():
             b = int(rng.integers(1, 4))
             m, k, l_, n = (int(rng.choice(v)) for v in (
                 (24, 40, 64, 100), (16, 32, 72), (32, 48, 100), (16, 40, 64)))
-            first = Layer.gemm(M=m, K_red=k, N_out=l_, batch=b)
-            second = Layer.gemm(M=m, K_red=l_, N_out=n, batch=b)
+            ops = EPILOGUES[len(model) % len(EPILOGUES)]
+            first = Layer.gemm(M=m, K_red=k, N_out=l_, batch=b, epilogue=ops[0])
+            second = Layer.gemm(M=m, K_red=l_, N_out=n, batch=b, epilogue=ops[1])
             tiles = plan_chain_tiles(first, second, hw)
             got = simulate_chain(lower_gemm_chain(first, second, hw, tiles))
-            cost = chain_cost((b, m, k, l_, n), [tiles[d] for d in "mkln"], hw)
+            cost = chain_cost((b, m, k, l_, n), [tiles[d] for d in "mkln"], hw,
+                              epilogue=ChainEpilogue.from_layers(first, second))
             assert float(cost.dram_words) == got.dram_read_bytes + got.dram_write_bytes
             assert float(cost.energy_pj) == pytest.approx(got.energy_pj, rel=0.03)
             assert 0.6 <= float(cost.cycles) / got.cycles <= 1.2, (hw.pe_rows, b, m, k, l_, n)
