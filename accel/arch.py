@@ -265,6 +265,7 @@ class Template:
     description: str = ""
     source: str = ""
     path_area_mm2: Expr | None = None   # the optional on-chip path (fused chains); None: none
+    gelu_area_mm2: Expr | None = None   # the optional I-GELU unit on the mvout path; None: none
     instructions: tuple[tuple[str, InstructionCost], ...] = ()   # what each kind costs
 
     def instruction(self, kind: str) -> InstructionCost | None:
@@ -288,7 +289,7 @@ class Template:
             raise ConfigError(f"{where}: expected a mapping at the top level, got "
                               f"{type(data).__name__}")
         _check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
-                           "onchip_path", "instructions"}, where)
+                           "onchip_path", "igelu_unit", "instructions"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -369,11 +370,15 @@ class Template:
         if not isinstance(mac, dict):
             raise ConfigError(f"{where}: mac must be {{energy_pj: .., area_mm2: ..}}")
         _check_keys(mac, {"energy_pj", "area_mm2"}, f"{where}: mac")
-        path = data.get("onchip_path")
-        if path is not None and not isinstance(path, dict):
-            raise ConfigError(f"{where}: onchip_path must be {{area_mm2: ..}}")
-        if path is not None:
-            _check_keys(path, {"area_mm2"}, f"{where}: onchip_path")
+        units = {}
+        for key in ("onchip_path", "igelu_unit"):
+            unit = data.get(key)
+            if unit is not None and not isinstance(unit, dict):
+                raise ConfigError(f"{where}: {key} must be {{area_mm2: ..}}")
+            if unit is not None:
+                _check_keys(unit, {"area_mm2"}, f"{where}: {key}")
+                units[key] = Expr.parse(unit.get("area_mm2", 0), f"{where}: {key}.area_mm2",
+                                        allowed)
         return cls(
             name=str(data["name"]),
             levels=tuple(levels),
@@ -384,8 +389,8 @@ class Template:
             params=tuple(params),
             description=str(data.get("description", "")),
             source=source,
-            path_area_mm2=None if path is None else Expr.parse(
-                path.get("area_mm2", 0), f"{where}: onchip_path.area_mm2", allowed),
+            path_area_mm2=units.get("onchip_path"),
+            gelu_area_mm2=units.get("igelu_unit"),
             instructions=InstructionCost.table_from_dict(
                 data.get("instructions"), f"{where}: instructions", allowed),
         )
@@ -682,6 +687,16 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
         env[name] = hwp.extra[..., i]
     env["inf_bw"] = xp.inf
     return env
+
+
+def unit_area_mm2(hw: HardwareConfig, unit: str) -> float | None:
+    """Area at `hw` of the template's optional ``"onchip_path"`` or ``"igelu_unit"``; None
+    where the template has none."""
+    template = hw.template_spec
+    expr = {"onchip_path": template.path_area_mm2, "igelu_unit": template.gelu_area_mm2}[unit]
+    if expr is None:
+        return None
+    return float(expr.evaluate(hw_env(template, hw.to_params(), np), np))
 
 
 def level_arrays(template: Template, hwp: HwParams, xp: Any = jnp) -> LevelArrays:

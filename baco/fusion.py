@@ -3,8 +3,9 @@ that does to each design's score.
 
 A network's chains (`workloads.fusion`, `Network.chains`) that the fused lowering runs
 (`accel.lower.chain.lower_gemm_chain`: two ungrouped GEMMs, or 1x1 convolutions as the GEMMs
-of their pixels (`gemm_view`); the first with a bias and a relu at most, the second with a
-bias, a residual and a relu, and nothing between them but the first one's epilogue)
+of their pixels (`gemm_view`); the first with a bias and a relu or GELU at most, the second
+with a bias, a residual and a relu or GELU, and nothing between them but the first one's
+epilogue)
 are grouped by their unique layers (`ChainGroup`: twelve identical attention blocks are one
 group of twelve instances). Chains the lowering cannot run, and chains that share a layer
 with an earlier chain, are counted by reason, never fused.
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from accel.arch import HardwareConfig, hw_env
+from accel.arch import HardwareConfig, unit_area_mm2
 from accel.isa import IsaParams
 from accel.lower.chain import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
 from perfmodels.energy import config_area_mm2
@@ -111,8 +112,13 @@ def fused_chains(extra: dict[str, Any], layers: Sequence[Layer]) -> list[ChainGr
 
 
 _LAYOUT_OPS = ("reshape", "flatten", "squeeze", "unsqueeze")
-_NO_UNIT = ("ops between or after the GEMMs other than bias, a residual and relu (softmax, GELU, "
-           "a scale...) have no on-chip unit")
+# The graph nodes an epilogue op may stand for (`workloads.onnx_import`): a bias is an Add
+# after a MatMul and no node at all as a Gemm's or Conv's input; GELU is one Gelu node or the
+# five of its erf form.
+_EPILOGUE_NODES = {"bias": (("add",), ()),
+                   "gelu": (("gelu",), ("div", "erf", "add", "mul", "mul"))}
+_NO_UNIT = ("ops between or after the GEMMs other than bias, a residual, relu and GELU "
+            "(softmax, a scale...) have no on-chip unit")
 
 
 def _fusable(first: Layer | None, second: Layer | None, between: Sequence[str]
@@ -122,12 +128,14 @@ def _fusable(first: Layer | None, second: Layer | None, between: Sequence[str]
     if first is None or second is None:
         return ("a convolution with a window, stride or padding: the fused lowering runs "
                 "GEMMs and 1x1 convolutions only")
-    # `between` lists the nodes on the path, the first layer's epilogue nodes among them (a
-    # bias that is a Gemm's or Conv's input is no node).
+    # `between` lists the nodes on the path, the first layer's epilogue nodes among them.
     ops = [op for op in between if op not in _LAYOUT_OPS]
     for op in first.epilogue:
-        if op in ops:
-            ops.remove(op)
+        for nodes in _EPILOGUE_NODES.get(op, ((op,),)):
+            if all(ops.count(x) >= nodes.count(x) for x in nodes):
+                for x in nodes:
+                    ops.remove(x)
+                break
     if ops == ["relu"] and "relu" not in first.epilogue:
         first = dataclasses.replace(first, epilogue=(*first.epilogue, "relu"))
     elif ops:
@@ -218,11 +226,7 @@ def plan_chain_tiles(first: Layer, second: Layer, hw: HardwareConfig) -> dict[st
 
 def path_area_mm2(hw: HardwareConfig) -> float | None:
     """Area of the template's on-chip path at `hw` (its ``onchip_path``); None without one."""
-    template = hw.template_spec
-    if template.path_area_mm2 is None:
-        return None
-    env = hw_env(template, hw.to_params(), np)
-    return float(template.path_area_mm2.evaluate(env, np))
+    return unit_area_mm2(hw, "onchip_path")
 
 
 @functools.lru_cache(maxsize=16384)

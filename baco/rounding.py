@@ -40,7 +40,15 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from accel.arch import MAX_STAGES, HardwareConfig, level_arrays, stack_hw, tensor_bits
+from accel.arch import (
+    MAX_STAGES,
+    HardwareConfig,
+    level_arrays,
+    stack_hw,
+    tensor_bits,
+    unit_area_mm2,
+)
+from accel.lower import split_epilogue
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
 from baco import instructions
@@ -152,6 +160,7 @@ class Rounder:
         self.base_hw = base_hw
         self.template = base_hw.template_spec
         self.layers = tuple(layers)
+        self.gelu_on_chip = any("gelu" in split_epilogue(x.epilogue)[0] for x in self.layers)
         self.hw_mode = hw_mode
         self.aware = aware
         self.axes = instructions.array_axes(self.template) if aware else ()
@@ -409,8 +418,10 @@ class Rounder:
 
     # ------------------------------------------------------------------ area budget
     def area_mm2(self, hw: HardwareConfig) -> float:
-        """The template's area model for `hw` (`perfmodels.energy.config_area_mm2`)."""
-        return config_area_mm2(hw)
+        """The template's area model for `hw` (`perfmodels.energy.config_area_mm2`), with its
+        I-GELU unit when a layer applies GELU on chip (as `baco.yardsticks` judges it)."""
+        unit = unit_area_mm2(hw, "igelu_unit") if self.gelu_on_chip else None
+        return config_area_mm2(hw) + (unit or 0.0)
 
     def within_budget(self, hw: HardwareConfig) -> bool:
         return (self.area_budget_mm2 is None
@@ -677,8 +688,7 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
         except InfeasibleError:
             pass
     if area_budget_mm2 is not None and len(options) > 1:
-        inside = [(r, d) for r, d in options
-                  if config_area_mm2(d.hw) <= area_budget_mm2 * (1 + 1e-6)]
+        inside = [(r, d) for r, d in options if r.area_mm2(d.hw) <= area_budget_mm2 * (1 + 1e-6)]
         options = inside or options
     scores = []
     for r, d in options:

@@ -76,7 +76,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from accel.arch import HardwareConfig, Template, level_arrays
+from accel.arch import HardwareConfig, Template, level_arrays, unit_area_mm2
 from accel.lower import Allocation, Lowered, lower, split_epilogue
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping
@@ -395,6 +395,16 @@ def trace_energy(counts: TraceCounts, hw: HardwareConfig) -> Energy:
     return Energy(*(np.asarray(x, np.float64) for x in out))
 
 
+def units_area_mm2(hw: HardwareConfig, layers: Sequence[Layer], counts: Sequence[float],
+                   fused: bool) -> float:
+    """The template's optional units a design runs `layers` with: the on-chip path when it
+    fuses a chain, the I-GELU unit when a layer applies GELU on chip."""
+    gelu = any(c > 0 and "gelu" in split_epilogue(x.epilogue)[0]
+               for x, c in zip(layers, counts))
+    return sum(unit_area_mm2(hw, unit) or 0.0
+               for unit, used in (("onchip_path", fused), ("igelu_unit", gelu)) if used)
+
+
 def hardware_area_mm2(hw: HardwareConfig) -> float:
     """The template's area model (`perfmodels.energy.area_mm2`, what the analytic model's
     ``Metrics.area_mm2`` reports) for `hw`."""
@@ -686,7 +696,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     latency off and on), the simulated one by lowering the chain to one trace on the design's
     hardware (`simulate_chain`, tiles by `baco.fusion.plan_chain_tiles`); the simulated layers
     then list each chain after the layers, the layers' counts less its instances. The areas
-    then include the template's on-chip path (`baco.fusion.path_area_mm2`).
+    then include the template's on-chip path, and the I-GELU unit where a layer applies GELU on
+    chip (`units_area_mm2`).
     """
     from baco.fusion import FusionPlan
 
@@ -724,9 +735,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
             unavailable["simulated"] = str(exc)
     else:
         unavailable["simulated"] = why
-    if fused:   # the on-chip path the fused chains use is part of the design
-        from baco.fusion import path_area_mm2
-        extra = path_area_mm2(design.hw) or 0.0
+    extra = units_area_mm2(design.hw, layers, counts, bool(fused))
+    if extra:
         plain, aware, simulated = (None if y is None else dataclasses.replace(
             y, area_mm2=y.area_mm2 + extra) for y in (plain, aware, simulated))
     return Yardsticks(plain=plain, instruction_aware=aware, simulated=simulated,

@@ -21,7 +21,11 @@ Epilogues: an elementwise op or activation joins the epilogue of a layer when on
 is that layer's output (or the output of an op already in its epilogue), the op is the only
 reader of that value, the value is not a graph output, and the op's output has the same shape
 (it does not broadcast the layer's output up). A Conv's, QLinearConv's or Gemm's bias input
-starts the epilogue as ``"bias"``; ops join as their lowercase op type. When both inputs of a
+starts the epilogue as ``"bias"``, and so does an Add right after a layer whose other operand
+is a weight with one value per output channel (a MatMul's bias, as torch exports Linear on N-D
+inputs). Exact GELU as torch exports it before opset 20 (``Mul(Mul(x, Add(Erf(Div(x, sqrt
+2)), 1)), 0.5)``, its constants checked) joins as one ``"gelu"``, as ONNX's Gelu does; other
+ops join as their lowercase op type. When both inputs of a
 binary op qualify (a residual Add of two layers' outputs), the layer later in topological order
 gets it: it is the last to be computed, so the other operand already exists when it writes its
 output. In a ResNet projection block exported from PyTorch, that is the shortcut conv, which
@@ -67,7 +71,7 @@ from workloads.errors import UnsupportedOpError, WorkloadError
 from workloads.fusion import Chain, OpNode, find_chains
 from workloads.layer import Layer
 from workloads.network import ImportSummary, Network
-from workloads.passes import DEFAULT_DOMAINS, run_passes
+from workloads.passes import DEFAULT_DOMAINS, constant_value, run_passes
 
 # ----------------------------------------------------------------------------- op categories
 # Ops that become Layers, with the input positions of (data, weight, bias); None: no such input.
@@ -486,6 +490,9 @@ class _Converter:
         self.layers: list[Layer] = []
         self.epilogues: list[list[str]] = []
         self.owner: dict[str, int] = {}  # value -> index of the layer whose epilogue made it
+        self.computed = {o for node in graph.node for o in node.output}
+        self.producer_op = {o: node.op_type for node in graph.node for o in node.output}
+        self.gelu_nodes: set[int] = set()  # the rest of an erf GELU whose Div joined an epilogue
         self.dataflow: list[OpNode] = []  # every node, for `find_chains`
         self.counts = {"layers": Counter(), "epilogues": Counter(), "skipped": Counter()}
 
@@ -701,16 +708,78 @@ class _Converter:
         """Attach ``node`` to the epilogue of a layer it post-processes; see the module doc."""
         if len(node.output) != 1:
             return False
+        if k in self.gelu_nodes:
+            self.owner[node.output[0]] = self.owner[node.input[0]]
+            return True
         out_shape = self.shapes.get(node.output[0])
+        gelu = self._gelu(node, k)
         candidates = [
             self.owner[name] for name in set(node.input)
-            if name in self.owner and self.readers.get(name) == {k}
+            if name in self.owner and (self.readers.get(name) == {k} or gelu)
             and name not in self.outputs and out_shape is not None
             and self.shapes.get(name) == out_shape
         ]
         if not candidates:
             return False
         j = max(candidates)
-        self.epilogues[j].append(node.op_type.lower())
+        if gelu:
+            self.gelu_nodes.update(gelu)
+            self.epilogues[j].append("gelu")
+        elif node.op_type == "Add" and self._is_bias(node, j):
+            self.epilogues[j].append("bias")
+        else:
+            self.epilogues[j].append(node.op_type.lower())
         self.owner[node.output[0]] = j
         return True
+
+    def _is_bias(self, node: onnx.NodeProto, j: int) -> bool:
+        """An Add first after a layer whose other operand is a weight (no node computes it)
+        holding one value per output channel: a MatMul's bias, as torch exports Linear on N-D
+        inputs."""
+        if self.epilogues[j]:
+            return False
+        layer = self.layers[j]
+        out = self.shapes.get(node.output[0])
+        for name in node.input:
+            if name in self.owner or name in self.computed:
+                continue
+            shape = self.shapes.get(name)
+            if out is None or shape is None or len(shape) > len(out):
+                return False
+            shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+            axis = len(out) - 1 if layer.kind in ("gemm", "gemv") else 1
+            return (shape[axis] == layer.groups * layer.K
+                    and all(d == 1 for i, d in enumerate(shape) if i != axis))
+        return False
+
+    def _gelu(self, node: onnx.NodeProto, k: int) -> tuple[int, ...]:
+        """The other nodes of exact GELU as torch exports it at opset < 20 when ``node`` is
+        its Div: ``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (either Mul order, the
+        constants as weights), each inner value read once; else ``()``."""
+        if node.op_type != "Div" or len(node.input) != 2:
+            return ()
+        x = node.input[0]
+
+        def only_reader(value: str, op: str) -> int | None:
+            readers = self.readers.get(value, set())
+            if len(readers) != 1 or value in self.outputs:
+                return None
+            (r,) = readers
+            return r if self.graph.node[r].op_type == op else None
+
+        erf = only_reader(node.output[0], "Erf")
+        add = None if erf is None else only_reader(self.graph.node[erf].output[0], "Add")
+        mul = None if add is None else only_reader(self.graph.node[add].output[0], "Mul")
+        if mul is None or x not in self.graph.node[mul].input or self.readers.get(x) != {k, mul}:
+            return ()
+        half = only_reader(self.graph.node[mul].output[0], "Mul")
+        if half is None:
+            return ()
+        for at, value in ((k, math.sqrt(2.0)), (add, 1.0), (half, 0.5)):
+            other = [n for n in self.graph.node[at].input if n not in self.computed
+                     or self.producer_op.get(n) == "Constant"]
+            got = None if len(other) != 1 else constant_value(self.graph, other[0])
+            if got is None or got.size != 1 or not math.isclose(float(got.ravel()[0]), value,
+                                                                rel_tol=1e-3):
+                return ()
+        return erf, add, mul, half

@@ -210,7 +210,7 @@ def _is_inference_dropout(node: onnx.NodeProto, graph: onnx.GraphProto,
         if mask in outputs or readers.get(mask):
             return False
     if len(node.input) > 2 and node.input[2]:
-        training = _constant(graph, _resolve(alias, node.input[2]))
+        training = constant_value(graph, _resolve(alias, node.input[2]))
         if training is None or bool(np.asarray(training).any()):
             return False
     return True
@@ -327,7 +327,7 @@ def _eliminate_common_subexpressions(model: onnx.ModelProto) -> Counter:
 
 
 # --------------------------------------------------------------------------- BN folding
-def _constant(graph: onnx.GraphProto, name: str, base_dir: str = "") -> np.ndarray | None:
+def constant_value(graph: onnx.GraphProto, name: str, base_dir: str = "") -> np.ndarray | None:
     """The value of an initializer or Constant output, else None (external data is read)."""
     for tensor in graph.initializer:
         if tensor.name == name:
@@ -386,7 +386,7 @@ def _weight_shape(graph: onnx.GraphProto, name: str) -> tuple[int, ...] | None:
             dims = info.type.tensor_type.shape.dim
             if all(d.HasField("dim_value") for d in dims):
                 return tuple(d.dim_value for d in dims)
-    value = _constant(graph, name)
+    value = constant_value(graph, name)
     return None if value is None else value.shape
 
 
@@ -441,9 +441,9 @@ def _fold_batchnorm(model: onnx.ModelProto, base_dir: str = "") -> Counter:
         if w_shape is None:
             continue
         channels = _channels(target, w_shape)
-        stats = [_constant(graph, name, base_dir) for name in bn.input[1:5]]
-        w = _constant(graph, weight, base_dir)
-        b = None if bias is None else _constant(graph, bias, base_dir)
+        stats = [constant_value(graph, name, base_dir) for name in bn.input[1:5]]
+        w = constant_value(graph, weight, base_dir)
+        b = None if bias is None else constant_value(graph, bias, base_dir)
         numeric = (w is not None and np.issubdtype(w.dtype, np.floating)
                    and (bias is None or b is not None)
                    and all(v is not None and v.size == channels for v in stats))

@@ -39,6 +39,7 @@ from accel.lower.layout import reference
 from accel.lower.ws import Allocation
 from accel.lower.ws import BufferRegion
 from accel.lower.ws import Epilogue
+from accel.lower.ws import igelu_constants
 
 __all__ = [
     "EPILOGUE_OPS",
@@ -54,6 +55,7 @@ __all__ = [
     "check_coverage",
     "check_matching",
     "check_tile_coverage",
+    "igelu_constants",
     "im2col_input",
     "im2col_weight",
     "input_hw",

@@ -24,7 +24,8 @@ recomputes C per n tile (less accumulator, more A and B traffic).
 Epilogues, as `accel.lower.ws` applies a layer's: a GEMM's bias (int32, one row repeated by a
 zero DRAM stride) is mvin3'd into a C or E tile's accumulator rows before its first compute,
 and the second GEMM's residual ("add", int8, ``shrunk``) on top, with the accumulate bit; the
-first compute into those rows then accumulates. relu is applied by the requantizing move. The
+first compute into those rows then accumulates. relu or I-GELU is applied by the requantizing
+move (one config_norm holds the I-GELU constants for both GEMMs). The
 first GEMM takes no residual: its output is the intermediate no other layer may feed.
 
 Local layouts, rows DIM elements wide (a tile's blocks of DIM columns are stacked): A tile row
@@ -50,7 +51,7 @@ import collections
 import dataclasses
 
 from accel.arch import HardwareConfig
-from accel.isa import Activation, Funct, IsaParams
+from accel.isa import Funct, IsaParams
 from accel.lower.core import parse_epilogue
 from accel.lower.emit import GARBAGE, Emitter, acc_addr, new_instruction, operand
 from accel.lower.layout import ALIGN_BYTES, DramLayout, TensorLayout
@@ -296,7 +297,13 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     ta, tb, td, te = (layout[x] for x in "ABDE")
     em = Emitter(params)
     em.config_ex()
-    acts = tuple(Activation.RELU if e.relu else Activation.NONE for e in epis)
+    acts = tuple(e.act for e in epis)
+    gelus = {e.gelu for e in epis} - {None}
+    if len(gelus) > 1:
+        raise UnsupportedOpError(f"gemm chain {_name(first)} -> {_name(second)}: I-GELU with "
+                                 "two sets of constants (one config_norm holds one)")
+    if gelus:
+        em.config_norm(*gelus.pop())
     init_c, init_e = (e.init for e in epis)
     per_mvin = params.max_block_len
     reads: dict[str, int] = {}

@@ -64,10 +64,11 @@ def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
             arrays["input"], arrays["weight"][0], (layer.Hstride, layer.Wstride),
             layer.pads, arrays.get("bias"), (layer.Hdilation, layer.Wdilation))
         acc = acc[:, :layer.P, :layer.Q]  # pads wider than the window add no output pixels
-        return acc if epi.full_output else reference.requantize(acc, epi.acc_scale, epi.relu)
+        return acc if epi.full_output else reference.requantize(acc, epi.acc_scale, epi.relu,
+                                                                epi.gelu)
     return lowering_reference(layer, arrays["input"], arrays["weight"], arrays.get("bias"),
                               arrays.get("residual"), acc_scale=epi.acc_scale, relu=epi.relu,
-                              full_output=epi.full_output)
+                              full_output=epi.full_output, gelu=epi.gelu)
 
 
 def check_scales(first_k: int, second_k: int) -> tuple[float, float]:
@@ -104,11 +105,12 @@ def expected_chain_output(low: LoweredChain, arrays: dict[str, Any]) -> np.ndarr
     first, second = low.epilogues
     out = []
     for i in range(batch):
-        c = requantize(gemm_acc(a[i], b[i], arrays.get("bias_C")), first.acc_scale, first.relu)
+        c = requantize(gemm_acc(a[i], b[i], arrays.get("bias_C")), first.acc_scale, first.relu,
+                       first.gelu)
         e = gemm_acc(c, d[i], arrays.get("bias_E"))
         if second.residual:
             e = (e.astype(np.int64) + arrays["residual"][i]).astype(np.int32)
-        out.append(requantize(e, second.acc_scale, second.relu))
+        out.append(requantize(e, second.acc_scale, second.relu, second.gelu))
     return np.stack(out)
 
 

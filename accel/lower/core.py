@@ -18,13 +18,21 @@ from accel.lower.coverage import (
 from accel.lower.emit import LowerStats
 from accel.lower.layout import DramLayout, input_hw, output_shape
 from accel.lower.nest import C, K, N, Nest, P, Q, R, S, padded_layer
-from accel.lower.ws import Allocation, Epilogue, lower_ws, needs_partial
+from accel.lower.ws import (
+    GELU_INPUT_SCALE,
+    Allocation,
+    Epilogue,
+    igelu_constants,
+    lower_ws,
+    needs_partial,
+)
 from accel.mapping import Mapping
 from accel.trace import Trace
 from workloads.errors import ConfigError, TraceError, UnsupportedOpError
 from workloads.layer import Layer
 
-EPILOGUE_OPS = ("bias", "add", "relu")
+EPILOGUE_OPS = ("bias", "add", "relu", "gelu")
+ACTIVATIONS = ("relu", "gelu")  # applied by the final mvout: one at most, last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,12 +76,13 @@ class Lowered:
         return np.array(out, np.int64).reshape(-1, 11)
 
 
-def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0,
-                   full_output: bool = False) -> Epilogue:
-    """An `Epilogue` from epilogue op names (``"bias"``, ``"add"``, ``"relu"``).
+def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0, full_output: bool = False,
+                   gelu_scale: float = GELU_INPUT_SCALE) -> Epilogue:
+    """An `Epilogue` from epilogue op names (``"bias"``, ``"add"``, ``"relu"``, ``"gelu"``).
 
-    bias and add happen in the accumulator, relu at the final mvout, so relu must come last;
-    anything else raises `UnsupportedOpError`.
+    bias and add happen in the accumulator, relu or Gemmini's I-GELU (`igelu_constants` of
+    ``gelu_scale``) at the final mvout, so the activation must come last; anything else raises
+    `UnsupportedOpError`.
     """
     ops = tuple(ops)
     for op in ops:
@@ -83,26 +92,29 @@ def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0,
                 "pass epilogue=... to lower the layer without it")
     if len(set(ops)) != len(ops):
         raise UnsupportedOpError(f"epilogue {ops} repeats an op")
-    if "relu" in ops and ops[-1] != "relu":
-        raise UnsupportedOpError(f"epilogue {ops}: relu is applied on the final mvout, so it "
-                                 "must be the last op")
-    if full_output and ("relu" in ops or acc_scale != 1.0):
+    acts = [op for op in ops if op in ACTIVATIONS]
+    if acts and (len(acts) > 1 or ops[-1] != acts[0]):
+        raise UnsupportedOpError(f"epilogue {ops}: {' and '.join(acts)} is applied on the final "
+                                 "mvout, so one activation at most, as the last op")
+    if full_output and (acts or acc_scale != 1.0):
         raise ConfigError("full_output reads the accumulator at int32 without scaling or "
-                          "activation; drop relu and acc_scale")
+                          "activation; drop the activation and acc_scale")
     if not acc_scale > 0:
         raise ConfigError(f"acc_scale must be positive, got {acc_scale}")
     return Epilogue(bias="bias" in ops, residual="add" in ops, relu="relu" in ops,
-                    acc_scale=float(acc_scale), full_output=bool(full_output))
+                    acc_scale=float(acc_scale), full_output=bool(full_output),
+                    gelu=igelu_constants(gelu_scale) if "gelu" in ops else None)
 
 
 def split_epilogue(ops: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(fused, host)``: the leading epilogue ops the accelerator can apply (bias and add in
-    the accumulator, relu on the final mvout; each once, relu last) and the rest, which run on
-    the host after the output is stored (a softmax, a division, a second add...)."""
+    the accumulator, relu or I-GELU on the final mvout; each once, the activation last) and the
+    rest, which run on the host after the output is stored (a softmax, a division, a second
+    add...)."""
     ops = tuple(ops)
     fused: list[str] = []
     for i, op in enumerate(ops):
-        if op not in EPILOGUE_OPS or op in fused or "relu" in fused:
+        if op not in EPILOGUE_OPS or op in fused or any(a in fused for a in ACTIVATIONS):
             return tuple(fused), ops[i:]
         fused.append(op)
     return tuple(fused), ()
@@ -219,4 +231,5 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
                    tuple(result.steps))
 
 
-__all__ = ["EPILOGUE_OPS", "Lowered", "lower", "parse_epilogue", "split_epilogue"]
+__all__ = ["ACTIVATIONS", "EPILOGUE_OPS", "Lowered", "lower", "parse_epilogue",
+           "split_epilogue"]

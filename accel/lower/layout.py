@@ -262,13 +262,14 @@ def scale_saturate(acc: np.ndarray, acc_scale: float = 1.0, relu: bool = False) 
 
 def reference(layer: Layer, input: np.ndarray, weight: np.ndarray,
               bias: np.ndarray | None = None, residual: np.ndarray | None = None, *,
-              acc_scale: float = 1.0, relu: bool = False,
-              full_output: bool = False) -> np.ndarray:
+              acc_scale: float = 1.0, relu: bool = False, full_output: bool = False,
+              gelu: tuple[int, int] | None = None) -> np.ndarray:
     """What the lowered trace must leave in the ``output`` tensor, computed with numpy.
 
     int8 inputs and weights accumulate exactly (int64 here; the tests keep values within
-    int32), then bias and residual are added in the accumulator, and the sum is scaled and
-    saturated to int8 (with relu) -- or returned as int32 with ``full_output``.
+    int32), then bias and residual are added in the accumulator, and the sum goes through
+    I-GELU (``gelu``: its constants), is scaled and saturated to int8 (with relu) -- or
+    returned as int32 with ``full_output``.
     """
     acc = accumulate(layer, input, weight)
     if bias is not None:
@@ -277,6 +278,9 @@ def reference(layer: Layer, input: np.ndarray, weight: np.ndarray,
         acc = acc + np.asarray(residual, np.int64)
     if full_output:
         return acc.astype(np.int32)
+    if gelu is not None:
+        from accel.sim.reference import igelu
+        acc = igelu(acc.astype(np.int32), *gelu)
     return scale_saturate(acc, acc_scale, relu)
 
 

@@ -113,6 +113,9 @@ def lower_loop_ws(nest: Nest, params: IsaParams, layout: DramLayout,
     if epi.residual:
         raise UnsupportedOpError("the loop_ws form has no residual add; lower with "
                                  "macro=False for the 'add' epilogue")
+    if epi.gelu is not None:
+        raise UnsupportedOpError("the loop_ws form's I-GELU is not simulated; lower with "
+                                 "macro=False for the 'gelu' epilogue")
     e2 = nest.ext[SP]
     rows_max = int(e2[P] * (e2[N] if e2[P] >= lay.P else 1))
     bi, bj, bk = (-(-rows_max // dim), -(-int(e2[K]) // dim), -(-int(e2[C]) // dim))

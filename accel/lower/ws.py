@@ -62,25 +62,53 @@ from accel.lower.nest import (
     weight_layout,
     window_geometry,
 )
-from workloads.errors import InfeasibleError, ProgramTooLongError
+from workloads.errors import ConfigError, InfeasibleError, ProgramTooLongError
 
 _NO_BASE, _A_BASE, _W_BASE, _C_BASE = range(4)
 
 
 @dataclasses.dataclass(frozen=True)
 class Epilogue:
-    """What happens to the accumulator between the first compute and the final mvout."""
+    """What happens to the accumulator between the first compute and the final mvout.
+
+    ``gelu``: Gemmini's I-GELU on the mvout read path, as its constants ``(qb, qc)``
+    (`igelu_constants`), set by a ``config_norm`` before the moves."""
 
     bias: bool = False
     residual: bool = False
     relu: bool = False
     acc_scale: float = 1.0
     full_output: bool = False
+    gelu: tuple[int, int] | None = None
 
     @property
     def init(self) -> bool:
         """Whether a tile's rows are written (bias or residual) before its first compute."""
         return self.bias or self.residual
+
+    @property
+    def act(self) -> Activation:
+        """The activation of the requantizing moves (``config_st``)."""
+        if self.gelu is not None:
+            return Activation.IGELU
+        return Activation.RELU if self.relu else Activation.NONE
+
+
+GELU_INPUT_SCALE = 1 / 32
+"""The real value of one accumulator unit that the I-GELU constants assume by default: int8-like
+inputs (4.0 at 128). I-GELU computes in int32, so its inputs must stay small: past
+|q| ~ 2**31 / (2 |qc|) its product wraps, as the hardware's does."""
+
+
+def igelu_constants(input_scale: float = GELU_INPUT_SCALE) -> tuple[int, int]:
+    """``(qb, qc)`` of I-BERT's integer GELU for inputs of scale S, as Gemmini's software sets
+    them: erf(x) ~ sign(x) (a (min(|x|, -b) + b)^2 + 1), a = -0.2888, b = -1.769, on x / sqrt 2,
+    so ``qb = floor(b / S')``, ``qc = floor(1 / (a S'^2))`` with ``S' = S / sqrt 2``. The output
+    ``q (q_erf + qc)`` has scale ``S a S'^2 / 2``, which the move's ``acc_scale`` takes on."""
+    if not input_scale > 0:
+        raise ConfigError(f"gelu input scale must be positive, got {input_scale}")
+    s = input_scale / math.sqrt(2.0)
+    return math.floor(-1.769 / s), math.floor(1.0 / (-0.2888 * s * s))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,8 +370,11 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
                                   f"instruction: more than {max_instructions}")
     alloc, il, wl, ol = allocate(nest, params)
     em = Emitter(params, max_instructions)
-    act = Activation.RELU if epi.relu else Activation.NONE
-    em.config_ex(act=act)
+    act = epi.act
+    # config_ex's activation is the execute path's (results into the scratchpad): relu only.
+    em.config_ex(act=Activation.RELU if epi.relu else Activation.NONE)
+    if epi.gelu is not None:
+        em.config_norm(*epi.gelu)
 
     gc, gk = lay.groups * lay.C, lay.groups * lay.K
     x, w, out = layout["input"], layout["weight"], layout["output"]

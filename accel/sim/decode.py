@@ -17,9 +17,9 @@ instruction trace costs milliseconds):
    accumulator rows within capacity, DRAM bytes within the caller's DRAM image. The first bad
    instruction raises `TraceError` naming its index (in the caller's trace) and field.
 
-Semantics the simulator does not implement (pooling on mvout, pixel repeats, the normalizer
-activations, ``loop_conv_ws``) are rejected here with a `TraceError` naming the field, instead of
-being silently mis-simulated.
+Semantics the simulator does not implement (pooling on mvout, pixel repeats, the normalizer's
+layernorm and softmax, activations on the execute path, ``loop_conv_ws``) are rejected here
+with a `TraceError` naming the field, instead of being silently mis-simulated.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from accel.isa import LAYOUTS, Funct, IsaParams, Layout, trace_error
+from accel.isa import LAYOUTS, Activation, Funct, IsaParams, Layout, trace_error
 from accel.trace import Trace, TraceArrays
 
 GARBAGE = 0xFFFFFFFF
@@ -72,6 +72,8 @@ INT_COLUMNS = (
     # mvin / mvout
     "dram", "dram_stride", "rows", "cols", "local", "is_acc", "accumulate", "full",
     "elem_bytes", "block_stride", "nblocks", "act",
+    # the I-GELU constants in force (config_norm), for a move with act igelu
+    "igelu_qb", "igelu_qc",
     # mvout_spad: destination scratchpad row (its source row is "local")
     "dst",
     # preload / compute operands: A, B-or-D, C (C of a compute comes from its preload)
@@ -355,10 +357,16 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
 
     is_st = op == Op.CONFIG_ST
     st_act_raw = _field(ls, "act", rs1, rs2).astype(np.int64)
-    bad = is_st & (st_act_raw > 1)
+    bad = is_st & (st_act_raw == Activation.LAYERNORM)
     if bad.any():
-        raise fail(int(np.argmax(bad)), "activation (layernorm / igelu) is not simulated; use "
-                   "none or relu", "act", "config_st")
+        raise fail(int(np.argmax(bad)), "activation layernorm is not simulated; use none, relu "
+                   "or igelu", "act", "config_st")
+    # I-GELU's constants: config_norm's signed 32-bit fields, zero until one sets them.
+    ln = LAYOUTS["config_norm"]
+    is_norm = op == Op.CONFIG_NORM
+    igelu = {name: _forward_fill(is_norm, _field(ln, name, rs1, rs2).astype(np.int64)
+                                 .astype(np.uint32).view(np.int32).astype(np.int64), 0)
+             for name in ("igelu_qb", "igelu_qc")}
     st_stride = _forward_fill(is_st, _field(ls, "stride", rs1, rs2).astype(np.int64), -1)
     st_act = _forward_fill(is_st, st_act_raw, 0)
     st_scale = _forward_fill(is_st, _f32(_field(ls, "acc_scale", rs1, rs2)),
@@ -456,7 +464,9 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
         local=np.where(is_move, l_row, 0), is_acc=np.where(is_move, l_acc, 0),
         accumulate=np.where(is_mvin, l_accum, 0), full=np.where(is_mvout, l_full, 0),
         elem_bytes=np.where(is_move, elem, 0), block_stride=np.where(is_move, block_stride, 0),
-        nblocks=nblocks, act=np.where(is_mvout, st_act, 0))
+        nblocks=nblocks, act=np.where(is_mvout, st_act, 0),
+        igelu_qb=np.where(is_mvout, igelu["igelu_qb"], 0),
+        igelu_qc=np.where(is_mvout, igelu["igelu_qc"], 0))
     fl_out["scale"] = np.where(is_mvin, np.choose(ld_of, ld_scale),
                                np.where(is_mvout, st_scale, np.float32(1.0))).astype(np.float32)
 
@@ -489,7 +499,8 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
                        f"range: the {what} has {cap} rows", name, "mvout_spad")
     for name, values in (("rows", rows), ("cols", cols), ("local", src_row),
                          ("is_acc", np.ones(n, np.int64)), ("nblocks", np.ones(n, np.int64)),
-                         ("act", st_act), ("dst", dst_row)):
+                         ("act", st_act), ("dst", dst_row), ("igelu_qb", igelu["igelu_qb"]),
+                         ("igelu_qc", igelu["igelu_qc"])):
         cols_out[name] = np.where(is_msp, values, cols_out[name])
     fl_out["scale"] = np.where(is_msp, st_scale, fl_out["scale"]).astype(np.float32)
 

@@ -48,6 +48,7 @@ import dataclasses
 import jax.numpy as jnp
 from jax import lax
 
+from accel.isa import Activation
 from accel.sim.decode import COL, FCOL, Op
 
 # Error codes: which read touched never-written memory, and the field to name.
@@ -82,8 +83,20 @@ class FuncStatic:
         return self.dram_len - 1
 
 
-def scale_to_int8(x, scale, relu):
-    """Gemmini's accumulator scaling: float32 multiply, round half to even, saturate, ReLU."""
+def igelu(q, qb, qc):
+    """Gemmini's I-GELU on int32 values, wrapping as the hardware does
+    (`accel.sim.reference.igelu`)."""
+    clipped = jnp.minimum(jnp.abs(q), -qb) + qb
+    poly = qc + clipped * clipped
+    return q * (jnp.where(q < 0, -poly, poly) + qc)
+
+
+def scale_to_int8(x, scale, relu, gelu=None):
+    """Gemmini's accumulator read path: I-GELU where ``gelu`` (a ``(mask, qb, qc)``), float32
+    multiply, round half to even, saturate, ReLU."""
+    if gelu is not None:
+        mask, qb, qc = gelu
+        x = jnp.where(mask, igelu(x, qb, qc), x)
     y = jnp.round(x.astype(jnp.float32) * scale)
     y = jnp.clip(y, -128.0, 127.0)
     y = jnp.where(relu, jnp.maximum(y, 0.0), y)
@@ -153,6 +166,7 @@ def step(s, ints, floats, k, st: FuncStatic):
     is_acc = g("is_acc") == 1
     ex_scale = floats[FCOL["ex_scale"]]
     ex_relu = g("ex_act") == 1
+    gelu = (g("act") == Activation.IGELU, g("igelu_qb"), g("igelu_qc"))
     ws = g("dataflow") == 1
     a_t = g("a_transpose") == 1
     b_t = g("b_transpose") == 1
@@ -273,7 +287,7 @@ def step(s, ints, floats, k, st: FuncStatic):
     if st.moves_to_spad:
         # mvout_spad writes no accumulator row, so the new accumulator is the one it reads.
         src_idx = jnp.where(msp_mask.any(axis=1), g("local") + r, acc_sink)
-        moved = scale_to_int8(acc[src_idx], scale, g("act") == 1)
+        moved = scale_to_int8(acc[src_idx], scale, g("act") == 1, gelu)
         sp_new = jnp.where(is_msp, widen(moved, 0), sp_new).astype(jnp.int8)
         errors.append((jnp.any(msp_mask & ~acc_ok[src_idx]), 7))
     sp = s.sp.at[sp_idx].set(jnp.where(sp_mask, sp_new, old_sp))
@@ -300,7 +314,7 @@ def step(s, ints, floats, k, st: FuncStatic):
 
     # ---- mvout: DRAM writes --------------------------------------------------------------------
     full = g("full") == 1
-    small = jnp.where(is_acc, scale_to_int8(a_vals, scale, g("act") == 1), s_vals)
+    small = jnp.where(is_acc, scale_to_int8(a_vals, scale, g("act") == 1, gelu), s_vals)
     bytes8 = lax.bitcast_convert_type(
         small.astype(jnp.int8).transpose(1, 0, 2).reshape(d, nb * d), jnp.uint8)
     if nb * d < rb:

@@ -1,8 +1,8 @@
 """Numpy references with Gemmini's arithmetic, to check simulated outputs bit for bit.
 
 int8 operands, int32 accumulation (wrapping, as the accumulator does), optional int32 bias,
-then the mvout epilogue: ``float32(acc) * float32(scale)`` rounded half to even, saturated to
-int8, optionally ReLU'd.
+then the mvout epilogue: optionally Gemmini's I-GELU on the int32 value (`igelu`), then
+``float32(acc) * float32(scale)`` rounded half to even, saturated to int8, optionally ReLU'd.
 """
 
 from __future__ import annotations
@@ -10,9 +10,26 @@ from __future__ import annotations
 import numpy as np
 
 
-def requantize(acc: np.ndarray, scale: float = 1.0, relu: bool = False) -> np.ndarray:
-    """int32 accumulator values -> int8 as an mvout from the accumulator produces them."""
-    y = np.round(np.asarray(acc, np.int32).astype(np.float32) * np.float32(scale))
+def igelu(q: np.ndarray, qb: int, qc: int) -> np.ndarray:
+    """Gemmini's I-GELU (`AccumulatorScale.igelu`, I-BERT's second-order erf) on int32 values,
+    every step wrapping to 32 bits as the hardware's ``withWidthOf``:
+    ``q * (sign(q) * (qc + (min(|q|, -qb) + qb)^2) + qc)``."""
+    q = np.asarray(q, np.int32)
+    with np.errstate(over="ignore"):
+        clipped = np.minimum(np.abs(q), np.int32(-qb)) + np.int32(qb)
+        poly = np.int32(qc) + clipped * clipped
+        erf = np.where(q < 0, -poly, poly).astype(np.int32)
+        return (q * (erf + np.int32(qc))).astype(np.int32)
+
+
+def requantize(acc: np.ndarray, scale: float = 1.0, relu: bool = False,
+               gelu: tuple[int, int] | None = None) -> np.ndarray:
+    """int32 accumulator values -> int8 as an mvout from the accumulator produces them;
+    ``gelu``: the I-GELU constants ``(qb, qc)`` to apply first."""
+    acc = np.asarray(acc, np.int32)
+    if gelu is not None:
+        acc = igelu(acc, *gelu)
+    y = np.round(acc.astype(np.float32) * np.float32(scale))
     y = np.clip(y, -128, 127)
     if relu:
         y = np.maximum(y, 0)

@@ -8,11 +8,13 @@ simulated yardstick runs a fused chain as one trace. Prints per chain the simula
 DRAM bytes of both, the gains on the three yardsticks, the designs' areas, and the geomean
 gains (``--json``: JSON). ``--area-budget`` holds both searches to one area. ``--epilogues``
 gives every chain an MLP block's epilogues (first GEMM + bias -> relu, second GEMM + bias +
-residual), which the fused trace applies on chip.
+residual), which the fused trace applies on chip. ``--config`` runs one experiment config's
+network instead, with its ``codesign`` section (``--set KEY=VALUE`` overrides it, as for
+``baco run``; the budget and seed come from the config), the fusion switch flipped.
 
     .venv/bin/python experiments/bench/fusion_codesign.py [--budget 1000] [--seed 0] \\
         [--suite bmm_chain|conv_chain] [--chains G1 G2 ...] [--area-budget MM2] \\
-        [--epilogues] [--json]
+        [--epilogues] [--config CONFIG.yaml [--set KEY=VALUE ...]] [--json]
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from baco.codesign import codesign  # noqa: E402
-from baco.config import CodesignConfig  # noqa: E402
+from baco.config import CodesignConfig, ExperimentConfig  # noqa: E402
 from baco.fusion import fused_chains  # noqa: E402
+from baco.networks import load_network  # noqa: E402
 from baco.rounding import design_of  # noqa: E402
 from baco.yardsticks import YARDSTICKS, yardsticks  # noqa: E402
 from workloads.network import Network  # noqa: E402
@@ -68,18 +71,26 @@ def main(argv: list[str] | None = None) -> dict:
                         help="codesign.area_budget_mm2 for both searches (default: none)")
     parser.add_argument("--epilogues", action="store_true",
                         help="an MLP block's bias, relu and residual on every chain")
+    parser.add_argument("--config", default=None, help="an experiment config: its network")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a --config value")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.config:
+        experiment = ExperimentConfig.load(args.config, args.overrides)
+        base = experiment.codesign
+        nets = [load_network(experiment.network_source(), input_shapes=experiment.input_shapes)]
+    else:
+        base = CodesignConfig(budget_samples=args.budget, seed=args.seed,
+                              area_budget_mm2=args.area_budget)
+        nets = [n for n in suite(args.suite) if not args.chains or n.name in args.chains]
     rows = []
-    for net in suite(args.suite):
-        if args.chains and net.name not in args.chains:
-            continue
+    for net in nets:
         if args.epilogues:
             net = _with_epilogues(net)
         row = {"chain": net.name}
         for fusion in (False, True):
-            config = CodesignConfig(budget_samples=args.budget, seed=args.seed, fusion=fusion,
-                                    area_budget_mm2=args.area_budget)
+            config = dataclasses.replace(base, fusion=fusion)
             start = time.perf_counter()
             found = codesign(net, config=config, progress=False)
             judged = _judged(found, config)
@@ -106,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{row['gain']['instruction_aware']:.2f}x plain {row['gain']['plain']:.2f}x"
                   f"  area {row['apart']['area_mm2']:.3g} -> {row['fused']['area_mm2']:.3g} mm2"
                   f"  fused {row['fused']['fused']}", flush=True)
-    out = {"suite": args.suite, "budget": args.budget, "seed": args.seed,
+    out = {"suite": args.config or args.suite, "budget": base.budget_samples, "seed": base.seed,
            "epilogues": args.epilogues, "rows": rows,
            "geomean_gain": {name: _geomean([r["gain"][name] for r in rows])
                             for name in YARDSTICKS if all(name in r["gain"] for r in rows)}}

@@ -151,6 +151,8 @@ FIXED = [  # tiles in DIM units
          epilogues=(("bias",), ("bias", "add"))),
     dict(batch=2, m=6, k=5, l_=9, n=11, tiles={"n": 1}, order="mnlk", batched=True,
          epilogues=(("bias",), ("add",))),
+    dict(batch=1, m=7, k=6, l_=10, n=5, tiles={"l": 1}, scales=(1e-4, 1 / 300),
+         epilogues=(("bias", "gelu"), ("bias", "add"))),   # the FFN block's I-GELU
 ]
 
 

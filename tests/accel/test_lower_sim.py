@@ -46,7 +46,7 @@ class Case:
         epi = self.low.epilogue
         out = reference(layer, arr["input"], arr["weight"], arr.get("bias"),
                         arr.get("residual"), acc_scale=epi.acc_scale, relu=epi.relu,
-                        full_output=epi.full_output)
+                        full_output=epi.full_output, gelu=epi.gelu)
         return out.reshape(self.low.layout["output"].shape)
 
 
@@ -98,6 +98,8 @@ FIXED_D4 = [
      "L3[WIO] P4 C2 - L2[WI] K4X - L1[O] K2 C4X - L0[W] P4", {"acc_scale": 0.1}),
     (Layer.gemm(M=8, K_red=8, N_out=4, epilogue=("bias",)),  # partial sums leave and return
      "L3[WIO] C2 P2 - L2[WI] K4X - L1[O] C4X - L0[W] P4", {"acc_scale": 0.03}),
+    (Layer.gemm(M=9, K_red=6, N_out=7, epilogue=("bias", "gelu")),  # I-GELU on the mvout
+     "L3[WIO] P3 C2 - L2[WI] K4X - L1[O] K2 C3X - L0[W] P3", {"acc_scale": 1e-4}),
 ]
 
 
@@ -159,7 +161,7 @@ def test_seed_example_runs_as_its_im2col_gemm():
 def small_layers(draw) -> Layer:
     kind = draw(st.sampled_from(["gemm", "gemv", "conv1d", "conv2d", "conv_transpose"]))
     epi = tuple(op for op in ("bias", "add") if draw(st.booleans()))
-    epi += ("relu",) if draw(st.booleans()) else ()
+    epi += draw(st.sampled_from([(), ("relu",), ("gelu",)]))
     groups = draw(st.sampled_from([1, 1, 2]))
     small = st.integers(1, 6)
     if kind == "gemm":
@@ -205,8 +207,9 @@ def draw_cases(data, hw: HardwareConfig, count: int) -> list[Case]:
         seed = data.draw(st.integers(0, 2**32 - 1))
         stages = data.draw(st.sampled_from([None, 1, 2]))
         scale = data.draw(st.sampled_from([1.0, 0.1, 0.013, 0.5]))
-        full = data.draw(st.booleans()) and "relu" not in layer.epilogue and scale == 1.0
-        macro = (layer.kind in ("gemm", "gemv") and "add" not in layer.epilogue
+        full = (data.draw(st.booleans()) and not {"relu", "gelu"} & set(layer.epilogue)
+                and scale == 1.0)
+        macro = (layer.kind in ("gemm", "gemv") and not {"add", "gelu"} & set(layer.epilogue)
                  and data.draw(st.booleans()))
         target = padded_target(layer, extra)
         try:

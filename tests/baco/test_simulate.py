@@ -38,7 +38,8 @@ LAYERS = (
     (("add", "add"), ("add",), ("add",)),
     (("relu", "add"), ("relu",), ("add",)),
     (("div", "add", "softmax"), (), ("div", "add", "softmax")),
-    (("bias", "gelu", "relu"), ("bias",), ("gelu", "relu")),
+    (("bias", "gelu", "relu"), ("bias", "gelu"), ("relu",)),    # I-GELU on the mvout
+    (("bias", "clip"), ("bias",), ("clip",)),
 ])
 def test_split_epilogue(ops, fused, host):
     assert split_epilogue(ops) == (fused, host)

@@ -253,3 +253,31 @@ def test_a_fused_chain_is_judged_from_its_one_trace():
     _, apart = ys.simulate_design([first, second], [1, 1], design, cache=ys.SimCache())
     assert sum(x.dram_read_bytes + x.dram_write_bytes for x in apart) > moved
     assert sum(x.level_pj[DRAM] for x in apart) > fused.level_pj[DRAM]
+
+
+def test_a_layer_with_gelu_runs_it_on_chip_and_its_design_pays_for_the_unit():
+    """GELU is Gemmini's I-GELU on the mvout path: the simulated layer applies it (bit-exact,
+    as `baco simulate --check` checks), pipelined with the scaling, and every yardstick's area,
+    like the search's area budget (`Rounder.area_mm2`), includes the template's I-GELU unit."""
+    from accel.arch import unit_area_mm2
+    from baco.rounding import Rounder
+
+    gelu = Layer.gemm(M=16, K_red=16, N_out=16, epilogue=("bias", "gelu"))
+    plain = dataclasses.replace(gelu, epilogue=("bias",))
+    mapping = Mapping.from_timeloop("L3[WIO] C2 K2 - L2[WI] K8X - L1[O] C8X - L0[W] P16")
+    judged = {x.epilogue: ys.yardsticks([x], [1], design_of(HW, [mapping])) for x in (gelu, plain)}
+    unit = unit_area_mm2(HW, "igelu_unit")
+    assert unit == pytest.approx(0.006 * HW.pe_cols)
+    with_gelu, without = judged[gelu.epilogue], judged[plain.epilogue]
+    assert with_gelu.area_mm2 == pytest.approx(without.area_mm2 + unit)
+    assert with_gelu.simulated.area_mm2 == pytest.approx(without.simulated.area_mm2 + unit)
+    extra = with_gelu.simulated.latency_cycles - without.simulated.latency_cycles
+    assert 0 <= extra <= 2       # the config_norm that sets its constants
+    assert Rounder(HW, [gelu]).area_mm2(HW) == pytest.approx(Rounder(HW, [plain]).area_mm2(HW)
+                                                             + unit)
+    low = lower(gelu, mapping, HW, acc_scale=1e-4)
+    assert low.stats.instructions["config_norm"] == 1
+    arrays, image, initialized = random_inputs(low, np.random.default_rng(0))
+    out = run(low.trace, HW, image, initialized=initialized)
+    got = low.layout.read(out.dram, "output")
+    assert np.array_equal(got, expected_output(low, arrays))

@@ -290,7 +290,7 @@ def test_elementwise_chain_joins_the_epilogue_in_order(builder):
     g.node("Mul", [t, g.weight("gain", [1])], "y")
     g.output("y")
     layers, summary = layers_from_onnx(g.model())
-    assert layers[0].epilogue == ("add", "relu", "mul")
+    assert layers[0].epilogue == ("bias", "relu", "mul")   # a per-channel weight: a bias
     assert summary.epilogues == {"Add": 1, "Relu": 1, "Mul": 1} and not summary.skipped
 
 
@@ -360,7 +360,8 @@ def test_every_fusible_op_joins_the_epilogue(builder, op):
         g.node(op, [c], "y")
     g.output("y", 4, out_type)
     layers, summary = layers_from_onnx(g.model())
-    assert layers[0].epilogue == (op.lower(),)
+    # Adding a per-channel constant right after the layer is its bias.
+    assert layers[0].epilogue == (("bias",) if op == "Add" else (op.lower(),))
     assert summary.epilogues == {op: 1}
 
 
@@ -845,3 +846,36 @@ def test_parse_input_shapes_rejects_a_repeated_name():
        dims=st.lists(st.integers(1, 4096), min_size=1, max_size=6))
 def test_parse_input_shapes_round_trips(name, dims):
     assert parse_input_shapes([f"{name}={'x'.join(map(str, dims))}"]) == {name: tuple(dims)}
+
+
+def test_a_matmul_bias_add_and_erf_gelu_join_the_epilogue_as_bias_and_gelu():
+    """torch's Linear on N-D inputs is MatMul + Add(bias): the Add is the layer's bias; exact
+    GELU exported before opset 20 is five nodes, one "gelu" (its constants checked), and the
+    FFN block chains through it."""
+    from workloads.onnx_import import from_onnx
+    from workloads.zoo.builder import GraphBuilder
+
+    b = GraphBuilder("ffn")
+    x = b.input("x", (2, 8, 16))
+    h = b.gelu(b.linear(x, 32, name="up"))
+    b.output(b.add(b.linear(h, 16, name="down"), x))
+    net = from_onnx(b.build())
+    assert [layer.epilogue for layer in net.layers] == [("bias", "gelu"), ("bias", "add")]
+    assert net.summary.epilogues == {"Add": 4, "Div": 1, "Erf": 1, "Mul": 2}
+    (chain,) = net.chains
+    assert chain.between == ("add", "div", "erf", "add", "mul", "mul")
+
+    # Another constant (x / 2, not x / sqrt 2) is not GELU: the nodes stay apart.
+    b = GraphBuilder("not_gelu")
+    x = b.input("x", (8, 16))
+    y = b.linear(x, 32, name="up")
+    e = b._node("Erf", [b.div(y, b.scalar(2.0))], b.shape(y))
+    b.output(b.mul(b.mul(y, b.add(e, b.scalar(1.0))), b.scalar(0.5)))
+    (layer,) = from_onnx(b.build()).layers
+    assert layer.epilogue == ("bias",)
+    # A per-row vector is no bias.
+    b = GraphBuilder("rows")
+    x = b.input("x", (8, 16))
+    b.output(b.add(b.linear(x, 32, bias=False, name="fc"), b.weight("r", (8, 1))))
+    (layer,) = from_onnx(b.build()).layers
+    assert layer.epilogue == ("add",)
