@@ -941,6 +941,11 @@ class Instruction:
         return cls.build("config_norm", **values)
 
     @classmethod
+    def config_igelu(cls, qb: int, qc: int) -> Instruction:
+        """``config_norm`` setting only I-GELU's signed 32-bit constants ``(qb, qc)``."""
+        return cls.config_norm(igelu_qb=qb & 0xFFFFFFFF, igelu_qc=qc & 0xFFFFFFFF)
+
+    @classmethod
     def flush(cls, skip: bool = False) -> Instruction:
         """Flush the accelerator TLB (``skip`` drops the current request)."""
         return cls.build("flush", skip=skip)

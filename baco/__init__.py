@@ -40,6 +40,7 @@ _EXPORTS = {
     "cdiv": ("baco.dsl", "cdiv"),
     "where": ("baco.dsl", "where"),
     "maximum": ("baco.dsl", "maximum"),
+    "gelu": ("baco.dsl", "gelu"),
     "minimum": ("baco.dsl", "minimum"),
     "make_block_ptr": ("baco.dsl", "make_block_ptr"),
     "advance": ("baco.dsl", "advance"),

@@ -82,7 +82,8 @@ def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0, full_output: b
 
     bias and add happen in the accumulator, relu or Gemmini's I-GELU (`igelu_constants` of
     ``gelu_scale``) at the final mvout, so the activation must come last; anything else raises
-    `UnsupportedOpError`.
+    `UnsupportedOpError`. ``acc_scale`` is positive, or negative after gelu (I-GELU's output
+    scale is negative).
     """
     ops = tuple(ops)
     for op in ops:
@@ -99,8 +100,9 @@ def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0, full_output: b
     if full_output and (acts or acc_scale != 1.0):
         raise ConfigError("full_output reads the accumulator at int32 without scaling or "
                           "activation; drop the activation and acc_scale")
-    if not acc_scale > 0:
-        raise ConfigError(f"acc_scale must be positive, got {acc_scale}")
+    if not (acc_scale > 0 or (acc_scale < 0 and "gelu" in ops)):
+        raise ConfigError(f"acc_scale must be positive (negative only after gelu, whose output "
+                          f"scale is), got {acc_scale}")
     return Epilogue(bias="bias" in ops, residual="add" in ops, relu="relu" in ops,
                     acc_scale=float(acc_scale), full_output=bool(full_output),
                     gelu=igelu_constants(gelu_scale) if "gelu" in ops else None)

@@ -154,9 +154,8 @@ class Emitter:
         self.ld[ld_id] = want
 
     def config_norm(self, igelu_qb: int, igelu_qc: int) -> None:
-        """The I-GELU constants (config_norm's signed 32-bit fields)."""
-        self.out.append(Instruction.config_norm(igelu_qb=igelu_qb & 0xFFFFFFFF,
-                                                igelu_qc=igelu_qc & 0xFFFFFFFF))
+        """The I-GELU constants."""
+        self.out.append(Instruction.config_igelu(igelu_qb, igelu_qc))
 
     def config_st(self, stride_bytes: int, *, act: int = Activation.NONE,
                   acc_scale: float = 1.0) -> None:

@@ -104,7 +104,8 @@ def igelu_constants(input_scale: float = GELU_INPUT_SCALE) -> tuple[int, int]:
     """``(qb, qc)`` of I-BERT's integer GELU for inputs of scale S, as Gemmini's software sets
     them: erf(x) ~ sign(x) (a (min(|x|, -b) + b)^2 + 1), a = -0.2888, b = -1.769, on x / sqrt 2,
     so ``qb = floor(b / S')``, ``qc = floor(1 / (a S'^2))`` with ``S' = S / sqrt 2``. The output
-    ``q (q_erf + qc)`` has scale ``S a S'^2 / 2``, which the move's ``acc_scale`` takes on."""
+    ``q (q_erf + qc)`` has scale ``S a S'^2 / 2`` (negative, as a is), which the move's
+    ``acc_scale`` takes on: a negative scale maps it to GELU's sign."""
     if not input_scale > 0:
         raise ConfigError(f"gelu input scale must be positive, got {input_scale}")
     s = input_scale / math.sqrt(2.0)

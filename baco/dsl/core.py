@@ -101,6 +101,12 @@ def minimum(x, y):
 
 
 @builtin
+def gelu(x):
+    """Gemmini's I-GELU on an int32 accumulator block (I-BERT's integer GELU with
+    `accel.lower.igelu_constants`' defaults, `accel.sim.reference.igelu`), before its scale."""
+
+
+@builtin
 def make_block_ptr(base, shape, strides, offsets, block_shape, order=None):
     """A pointer to a ``block_shape`` block at ``offsets`` of a ``shape`` tensor at ``base``."""
 
@@ -112,8 +118,8 @@ def advance(block_ptr, offsets):
 
 BUILTINS = {getattr(f, BUILTIN_TAG): f for f in (
     program_id, num_programs, arange, zeros, full, load, store, dot, cdiv, where, maximum,
-    minimum, make_block_ptr, advance)}
+    minimum, gelu, make_block_ptr, advance)}
 
 __all__ = ["BUILTINS", "BUILTIN_TAG", "advance", "arange", "builtin", "cdiv", "const", "dot",
-           "full", "load", "make_block_ptr", "maximum", "minimum", "num_programs", "program_id",
-           "store", "where", "zeros"]
+           "full", "gelu", "load", "make_block_ptr", "maximum", "minimum", "num_programs",
+           "program_id", "store", "where", "zeros"]

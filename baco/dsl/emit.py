@@ -18,6 +18,7 @@ import types
 
 from accel.arch import HardwareConfig
 from accel.isa import IsaParams
+from accel.lower.core import EPILOGUE_OPS
 from accel.lower.nest import ACC, C, K, N, Nest, P, Q
 from accel.mapping import Mapping
 from workloads.errors import DSLError
@@ -93,8 +94,8 @@ def emit(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, acc_scale: float
          full_output: bool = False, name: str | None = None) -> str:
     """The Python source of a ``@baco.jit`` kernel implementing ``mapping`` for ``layer``.
 
-    The epilogue is the layer's (``bias``, ``add``, ``relu``), then ``acc_scale`` and int8
-    saturation on the store (int32 with ``full_output``), as `accel.lower.lower` does.
+    The epilogue is the layer's (``bias``, ``add``, ``relu`` or ``gelu``), then ``acc_scale`` and
+    int8 saturation on the store (int32 with ``full_output``), as `accel.lower.lower` does.
     """
     from accel.lower.layout import input_hw
 
@@ -103,14 +104,16 @@ def emit(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, acc_scale: float
                        f"GEMMs without upsampling, got groups={layer.groups}, "
                        f"upsample={layer.upsample}")
     epi = tuple(layer.epilogue)
-    unknown = [e for e in epi if e not in ("bias", "add", "relu")]
+    unknown = [e for e in epi if e not in EPILOGUE_OPS]
     if unknown:
         raise DSLError(f"layer {layer.name or layer.kind}: epilogue {unknown} has no kernel "
-                       "form (supported: bias, add, relu)")
-    if full_output and ("relu" in epi or acc_scale != 1.0):
-        raise DSLError("full_output stores raw int32 accumulators: no relu, acc_scale 1.0")
-    if not acc_scale > 0:
-        raise DSLError(f"acc_scale must be positive, got {acc_scale}")
+                       f"form (supported: {', '.join(EPILOGUE_OPS)})")
+    if full_output and ({"relu", "gelu"} & set(epi) or acc_scale != 1.0):
+        raise DSLError("full_output stores raw int32 accumulators: no activation, acc_scale "
+                       "1.0")
+    if not (acc_scale > 0 or (acc_scale < 0 and "gelu" in epi)):
+        raise DSLError(f"acc_scale must be positive (negative only after gelu), got "
+                       f"{acc_scale}")
     b = blocks(layer, mapping, hw)
     h, w = input_hw(layer)
     top, left = layer.pads[0], layer.pads[1]
@@ -129,7 +132,8 @@ def emit(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, acc_scale: float
         lines.append("    acc += baco.load(res_ptr + out_rows[:, None] + offs_k[None, :], "
                      "mask=out_mask, other=0)")
     tensors.append("output")
-    value = "baco.maximum(acc, 0)" if "relu" in epi else "acc"
+    value = ("baco.maximum(acc, 0)" if "relu" in epi else "baco.gelu(acc)" if "gelu" in epi
+             else "acc")
     if acc_scale != 1.0:
         value = f"{value} * {float(acc_scale)!r}"
     lines.append(f"    out = {value}" if full_output else f"    out = ({value}).to(baco.int8)")

@@ -639,6 +639,13 @@ class FrontEnd:
             return max(x, y)
         return self._elementwise(node, "maximum", x, y)
 
+    def b_gelu(self, node, x):
+        t = self.type_of(x)
+        if not isinstance(x, Value) or t is None or t.ptr or t.block_ptr or t.dtype != int32:
+            raise self.error(node, "baco.gelu: the operand must be an int32 block (an "
+                             "accumulator, before its scale)")
+        return self.emit("gelu", node, [x], t)
+
     def b_minimum(self, node, x, y):
         if not isinstance(x, Value) and not isinstance(y, Value):
             return min(x, y)

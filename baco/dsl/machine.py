@@ -197,6 +197,12 @@ class Machine:
     def op_minimum(self, op: Op, x: Any, y: Any) -> Any:
         return self._select(op, np.minimum, x, y)
 
+    def op_gelu(self, op: Op, x: Any) -> Any:
+        from accel.lower import igelu_constants
+        from accel.sim.reference import igelu
+
+        return as_type(igelu(np.asarray(x, np.int32), *igelu_constants()), op.results[0].type)
+
     def op_where(self, op: Op, c: Any, x: Any, y: Any) -> Any:
         return self._select(op, np.where, c, x, y)
 

@@ -13,9 +13,9 @@ data movement and compute become instructions:
 * ``zeros`` (int32, 2-D) reserves accumulator rows; ``dot`` is ``preload`` / ``compute_preloaded``
   (weights reused over the M blocks by ``compute_accumulated``) on DIM x DIM blocks; the first
   write of a block overwrites, the next ones accumulate.
-* ``maximum(acc, 0)``, ``acc * scale`` and ``.to(int8)`` ride on the final ``mvout`` (Gemmini's
-  ReLU, float32 scale, round-half-even and saturation); a ``store`` of int32 is a full-width
-  ``mvout``.
+* ``gelu(acc)``, ``maximum(acc, 0)``, ``acc * scale`` and ``.to(int8)`` ride on the final
+  ``mvout`` (Gemmini's I-GELU, whose constants a ``config_norm`` sets, or ReLU; float32 scale,
+  round-half-even and saturation); a ``store`` of int32 is a full-width ``mvout``.
 * such an int8 accumulator block used as a ``dot`` operand (a chain of two dots, as in
   attention) moves into the scratchpad by ``mvout_spad`` with the same scale, ReLU and
   saturation: the intermediate never goes to DRAM (`accel.lower.chain` is the same fusion for
@@ -37,6 +37,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.isa import Instruction, IsaParams, LocalAddr
+from accel.lower import igelu_constants
 from accel.sim import DramImage, SimResult
 from accel.sim import run as sim_run
 from accel.trace import Trace
@@ -114,6 +115,12 @@ class AccView:
     dtype: DType = int32
     scale: float | None = None
     relu: bool = False
+    gelu: bool = False
+
+    @property
+    def act(self) -> str:
+        """The activation its requantizing move applies (``config_st``'s)."""
+        return "igelu" if self.gelu else "relu" if self.relu else "none"
 
 
 @dataclasses.dataclass(eq=False)
@@ -182,6 +189,7 @@ class SimCodegen(Machine):
         self.ld_config: dict[int, tuple] = {}
         self.ld_lru = [0, 1, 2]
         self.st_config: tuple | None = None
+        self.igelu_set = False
         self.sp_ptr = 0
         self.sp_tiles: list[SpTile] = []
         self.acc_ptr = 0
@@ -252,16 +260,18 @@ class SimCodegen(Machine):
         self.ld_lru.append(ident)
         return ident
 
-    def config_st(self, stride_bytes: int | None, relu: bool, scale: float) -> None:
+    def config_st(self, stride_bytes: int | None, act: str, scale: float) -> None:
+        if act == "igelu" and not self.igelu_set:
+            self.ins.append(Instruction.config_igelu(*igelu_constants()))
+            self.igelu_set = True
         current = self.st_config
         if stride_bytes is None:
-            if current is not None and current[1:] == (relu, scale):
+            if current is not None and current[1:] == (act, scale):
                 return
             stride_bytes = 0
-        key = (stride_bytes, relu, scale)
+        key = (stride_bytes, act, scale)
         if current != key:
-            self.ins.append(Instruction.config_st(stride_bytes, act="relu" if relu else "none",
-                                                  acc_scale=scale))
+            self.ins.append(Instruction.config_st(stride_bytes, act=act, acc_scale=scale))
             self.st_config = key
 
     # ------------------------------------------------------------------ row runs
@@ -388,7 +398,7 @@ class SimCodegen(Machine):
         nrb, ncb = tile.written.shape
         base = self.sp_alloc(nrb * ncb * d, loc, f"a {rows}x{cols} on-chip block")
         sp = SpTile(base, nrb * ncb * d, ncb, np.zeros((nrb, ncb, 2), np.int64))
-        self.config_st(None, view.relu, 1.0 if view.scale is None else view.scale)
+        self.config_st(None, view.act, 1.0 if view.scale is None else view.scale)
         for rb in range(nrb):
             for cb in range(ncb):
                 sp.valid[rb, cb] = (min(d, rows - rb * d), min(d, cols - cb * d))
@@ -406,9 +416,9 @@ class SimCodegen(Machine):
         return view.tile
 
     def plain(self, view: AccView, loc: Loc) -> AccTile:
-        if view.dtype != int32 or view.scale is not None or view.relu:
-            raise loc.error("sim backend: scaling, relu and casts happen on the final mvout; "
-                            "apply them just before baco.store")
+        if view.dtype != int32 or view.scale is not None or view.act != "none":
+            raise loc.error("sim backend: gelu, scaling, relu and casts happen on the final "
+                            "mvout; apply them just before baco.store")
         return self.fresh(view, loc)
 
     def bump(self, tile: AccTile, view: AccView | None = None) -> AccView:
@@ -550,10 +560,12 @@ class SimCodegen(Machine):
                 if isinstance(x, (AccView, DotExpr)) and isinstance(y, (int, float)):
                     view = self.materialize(x, op.loc)
                     self.fresh(view, op.loc)
-                    if view.scale is not None or view.dtype == int8 or not float(y) > 0:
+                    sign_ok = float(y) > 0 or (float(y) < 0 and view.gelu)
+                    if view.scale is not None or view.dtype == int8 or not sign_ok:
                         raise op.loc.error("sim backend: one positive float32 scale per "
-                                           "accumulator block, before .to(int8) (Gemmini's "
-                                           "acc_scale; relu commutes with it)")
+                                           "accumulator block (negative only after gelu), "
+                                           "before .to(int8) (Gemmini's acc_scale; relu "
+                                           "commutes with it)")
                     return dataclasses.replace(view, scale=float(np.float32(y)),
                                                dtype=op.results[0].type.dtype)
         raise op.loc.error(f"sim backend: `{op.name}` on {_kind(a)} and {_kind(b)} has no "
@@ -569,7 +581,21 @@ class SimCodegen(Machine):
                                "baco.maximum(acc, 0)")
         view = self.materialize(view, op.loc)
         self.fresh(view, op.loc)
+        if view.gelu:
+            raise op.loc.error("sim backend: the mvout applies one activation: gelu or "
+                               "maximum(acc, 0), not both")
         return dataclasses.replace(view, relu=True)
+
+    def op_gelu(self, op: Op, x: Any) -> Any:
+        if not isinstance(x, (AccView, DotExpr)):
+            raise op.loc.error("sim backend: baco.gelu applies to an accumulator block (a dot "
+                               "result) on its mvout; other values run on the interpreter")
+        view = self.materialize(x, op.loc)
+        self.fresh(view, op.loc)
+        if view.dtype != int32 or view.scale is not None or view.act != "none":
+            raise op.loc.error("sim backend: baco.gelu comes first, on the int32 accumulator, "
+                               "before its scale, relu or cast (Gemmini's I-GELU)")
+        return dataclasses.replace(view, gelu=True)
 
     def op_minimum(self, op: Op, x: Any, y: Any) -> Any:
         if _is_data(x) or _is_data(y):
@@ -616,9 +642,9 @@ class SimCodegen(Machine):
                                "pointers; make the pointer block the value's shape")
         ptype = op.operands[0].type.dtype
         if ptype == int32:
-            if view.scale is not None or view.relu:
+            if view.scale is not None or view.act != "none":
                 raise op.loc.error("sim backend: int32 stores are raw accumulator reads "
-                                   "(no relu or scale); convert with .to(baco.int8)")
+                                   "(no activation or scale); convert with .to(baco.int8)")
             full = True
         elif ptype == int8:
             full = False
@@ -633,7 +659,7 @@ class SimCodegen(Machine):
         scale = 1.0 if view.scale is None else view.scale
         for r0, n, off0, stride, p in runs:
             mb, lr = divmod(r0, d)
-            self.config_st(None if stride is None else stride * esize, view.relu, scale)
+            self.config_st(None if stride is None else stride * esize, view.act, scale)
             for nb0 in range(0, -(-p // d), step):
                 ncols = min(p - nb0 * d, step * d)
                 self.ins.append(Instruction.mvout(

@@ -192,3 +192,27 @@ def test_sim_backend_rejects_float_data_and_oversized_blocks(kernel):
     with pytest.raises(CapacityError, match="accumulator"):
         matmul[(1,)](a, a, c, 8, 8, 8, 8, 1, 8, 1, 8, 1, BLOCK_SIZE_M=2048, BLOCK_SIZE_N=1024,
                      BLOCK_SIZE_K=16, backend="sim")
+
+
+@baco.jit
+def gelu_float(x_ptr, y_ptr, BLOCK: baco.const):
+    offs = baco.arange(0, BLOCK)
+    baco.store(y_ptr + offs, baco.gelu(baco.load(x_ptr + offs)))
+
+
+@baco.jit
+def gelu_int(x_ptr, y_ptr, scale, BLOCK: baco.const):
+    offs = baco.arange(0, BLOCK)
+    baco.store(y_ptr + offs, (baco.gelu(baco.load(x_ptr + offs)) * scale).to(baco.int8))
+
+
+def test_gelu_is_gemminis_integer_gelu_on_int32_blocks():
+    from accel.lower import igelu_constants
+    from accel.sim.reference import requantize
+
+    x = np.arange(-200, 200, 25, dtype=np.int32)
+    y = np.zeros(x.size, np.int8)
+    gelu_int[(1,)](x, y, -2e-4, BLOCK=x.size)
+    np.testing.assert_array_equal(y, requantize(x, -2e-4, gelu=igelu_constants()))
+    _raises_at(gelu_float, "baco.gelu(", "baco.gelu: the operand must be an int32 block",
+               np.zeros(4, np.float32), np.zeros(4, np.float32), BLOCK=4)
