@@ -5,9 +5,9 @@ grid. Array arguments (numpy int8 / int32 / float32) are pointers: ``a_ptr + off
 block of pointers, ``baco.load(ptrs, mask=..., other=0)`` reads it, ``baco.store(ptrs, value,
 mask=...)`` writes it; ``baco.make_block_ptr`` / ``baco.advance`` describe the same blocks by
 shape, strides and offsets. Blocks have constant shapes, so block sizes are ``baco.const``
-parameters. ``baco.dot`` multiplies int8 blocks into int32; ``baco.gelu(acc)`` (I-GELU), ``acc * scale``,
-``baco.maximum(acc, 0)`` and ``.to(baco.int8)`` (round half to even, saturate) form Gemmini's
-mvout epilogue.
+parameters. ``baco.dot`` multiplies int8 blocks into int32; ``baco.gelu(acc)`` (I-GELU),
+``acc * scale``, ``baco.maximum(acc, 0)`` and ``.to(baco.int8)`` (round half to even,
+saturate) form Gemmini's mvout epilogue.
 
     @baco.jit
     def scale_rows(x_ptr, y_ptr, N, BLOCK: baco.const):
