@@ -490,7 +490,6 @@ class _Converter:
         self.layers: list[Layer] = []
         self.epilogues: list[list[str]] = []
         self.owner: dict[str, int] = {}  # value -> index of the layer whose epilogue made it
-        self.computed = {o for node in graph.node for o in node.output}
         self.producer_op = {o: node.op_type for node in graph.node for o in node.output}
         self.gelu_nodes: set[int] = set()  # the rest of an erf GELU whose Div joined an epilogue
         self.dataflow: list[OpNode] = []  # every node, for `find_chains`
@@ -741,7 +740,7 @@ class _Converter:
         layer = self.layers[j]
         out = self.shapes.get(node.output[0])
         for name in node.input:
-            if name in self.owner or name in self.computed:
+            if not self._is_weight(name):
                 continue
             shape = self.shapes.get(name)
             if out is None or shape is None or len(shape) > len(out):
@@ -752,10 +751,14 @@ class _Converter:
                     and all(d == 1 for i, d in enumerate(shape) if i != axis))
         return False
 
+    def _is_weight(self, name: str) -> bool:
+        """No node but a Constant computes it: an initializer, a graph input or a constant."""
+        return self.producer_op.get(name, "Constant") == "Constant"
+
     def _gelu(self, node: onnx.NodeProto, k: int) -> tuple[int, ...]:
         """The other nodes of exact GELU as torch exports it at opset < 20 when ``node`` is
-        its Div: ``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (either Mul order, the
-        constants as weights), each inner value read once; else ``()``."""
+        its Div: ``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (each op's operands in
+        either order, the constants weights), each inner value read once; else ``()``."""
         if node.op_type != "Div" or len(node.input) != 2:
             return ()
         x = node.input[0]
@@ -776,8 +779,7 @@ class _Converter:
         if half is None:
             return ()
         for at, value in ((k, math.sqrt(2.0)), (add, 1.0), (half, 0.5)):
-            other = [n for n in self.graph.node[at].input if n not in self.computed
-                     or self.producer_op.get(n) == "Constant"]
+            other = [n for n in self.graph.node[at].input if self._is_weight(n)]
             got = None if len(other) != 1 else constant_value(self.graph, other[0])
             if got is None or got.size != 1 or not math.isclose(float(got.ravel()[0]), value,
                                                                 rel_tol=1e-3):
