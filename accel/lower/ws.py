@@ -101,9 +101,10 @@ inputs (4.0 at 128). I-GELU computes in int32, so its inputs must stay small: pa
 
 
 def igelu_constants(input_scale: float = GELU_INPUT_SCALE) -> tuple[int, int]:
-    """``(qb, qc)`` of I-BERT's integer GELU for inputs of scale S, as Gemmini's software sets
-    them: erf(x) ~ sign(x) (a (min(|x|, -b) + b)^2 + 1), a = -0.2888, b = -1.769, on x / sqrt 2,
-    so ``qb = floor(b / S')``, ``qc = floor(1 / (a S'^2))`` with ``S' = S / sqrt 2``. The output
+    """``(qb, qc)`` of I-BERT's integer GELU (i-GELU) for inputs of scale S, the two constants
+    Gemmini's IGELU reads: erf(x) ~ sign(x) (a (min(|x|, -b) + b)^2 + 1), a = -0.2888,
+    b = -1.769, on x / sqrt 2, so ``qb = floor(b / S')``, ``qc = floor(1 / (a S'^2))`` with
+    ``S' = S / sqrt 2``. The output
     ``q (q_erf + qc)`` has scale ``S a S'^2 / 2`` (negative, as a is), which the move's
     ``acc_scale`` takes on: a negative scale maps it to GELU's sign."""
     if not input_scale > 0:
