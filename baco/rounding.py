@@ -48,7 +48,7 @@ from accel.arch import (
     tensor_bits,
     unit_area_mm2,
 )
-from accel.lower import split_epilogue
+from accel.lower import gelu_on_chip
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
 from baco import instructions
@@ -160,7 +160,7 @@ class Rounder:
         self.base_hw = base_hw
         self.template = base_hw.template_spec
         self.layers = tuple(layers)
-        self.gelu_on_chip = any("gelu" in split_epilogue(x.epilogue)[0] for x in self.layers)
+        self.gelu_on_chip = gelu_on_chip(self.layers)
         self.hw_mode = hw_mode
         self.aware = aware
         self.axes = instructions.array_axes(self.template) if aware else ()

@@ -77,7 +77,7 @@ import jax
 import numpy as np
 
 from accel.arch import HardwareConfig, Template, level_arrays, unit_area_mm2
-from accel.lower import Allocation, Lowered, lower, split_epilogue
+from accel.lower import Allocation, Lowered, gelu_on_chip, lower, split_epilogue
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping
 from accel.sim import TimingTable, run_batch
@@ -399,8 +399,7 @@ def units_area_mm2(hw: HardwareConfig, layers: Sequence[Layer], counts: Sequence
                    fused: bool) -> float:
     """The template's optional units a design runs `layers` with: the on-chip path when it
     fuses a chain, the I-GELU unit when a layer applies GELU on chip."""
-    gelu = any(c > 0 and "gelu" in split_epilogue(x.epilogue)[0]
-               for x, c in zip(layers, counts))
+    gelu = gelu_on_chip([x for x, c in zip(layers, counts) if c > 0])
     return sum(unit_area_mm2(hw, unit) or 0.0
                for unit, used in (("onchip_path", fused), ("igelu_unit", gelu)) if used)
 

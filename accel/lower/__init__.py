@@ -21,6 +21,7 @@ from accel.lower.chain import LoweredChain
 from accel.lower.chain import lower_gemm_chain
 from accel.lower.core import EPILOGUE_OPS
 from accel.lower.core import Lowered
+from accel.lower.core import gelu_on_chip
 from accel.lower.core import lower
 from accel.lower.core import parse_epilogue
 from accel.lower.core import split_epilogue
@@ -55,6 +56,7 @@ __all__ = [
     "check_coverage",
     "check_matching",
     "check_tile_coverage",
+    "gelu_on_chip",
     "igelu_constants",
     "im2col_input",
     "im2col_weight",

@@ -25,8 +25,8 @@ Epilogues, as `accel.lower.ws` applies a layer's: a GEMM's bias (int32, one row 
 zero DRAM stride) is mvin3'd into a C or E tile's accumulator rows before its first compute,
 and the second GEMM's residual ("add", int8, ``shrunk``) on top, with the accumulate bit; the
 first compute into those rows then accumulates. relu or I-GELU is applied by the requantizing
-move (one config_norm holds the I-GELU constants for both GEMMs). The
-first GEMM takes no residual: its output is the intermediate no other layer may feed.
+move (one config_norm holds the I-GELU constants for both GEMMs). The first GEMM takes no
+residual: its output is the intermediate no other layer may feed.
 
 Local layouts, rows DIM elements wide (a tile's blocks of DIM columns are stacked): A tile row
 ``kb * tm + m``, B ``lb * tk + k``, C (scratchpad and accumulator) ``lb * tm + m``, D
@@ -265,8 +265,8 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
 
     Raises:
         ConfigError: the layers do not chain, or a bad tile or order.
-        UnsupportedOpError: an epilogue op other than bias, add and relu, or a residual on
-            the first GEMM.
+        UnsupportedOpError: an epilogue op other than bias, add, relu and gelu, a residual on
+            the first GEMM, or two GEMMs' I-GELU constants that differ.
         InfeasibleError: the tiles do not fit (names the layers, rows needed and available).
     """
     if order not in ORDERS:
@@ -294,7 +294,6 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     ta, tb, td, te = (layout[x] for x in "ABDE")
     em = Emitter(params)
     em.config_ex()
-    acts = tuple(e.act for e in epis)
     gelus = {e.gelu for e in epis} - {None}
     if len(gelus) > 1:
         raise UnsupportedOpError(f"gemm chain {_name(first)} -> {_name(second)}: I-GELU with "
@@ -325,22 +324,20 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     def init_tile(epi: Epilogue, bias: str, acc_base: int, b: int, m0: int, rows: int,
                   col0: int, cols: int) -> None:
         # A C or E tile's accumulator rows (blocks of DIM columns tm rows apart) start as the
-        # bias row repeated (DRAM stride 0) and, for E, plus the residual's rows.
-        blocks = [(cb, min(dim, cols - cb * dim)) for cb in range(-(-cols // dim))]
+        # bias row repeated (DRAM stride 0) and, for E, plus the residual's rows on top.
+        sources = []
         if epi.bias:
-            em.config_ld(2, 0)
-            for cb, cc in blocks:
-                for r0 in range(0, rows, dim):
-                    move(2, layout[bias], layout[bias].address(col0 + cb * dim),
-                         acc_addr(acc_base + cb * tm + r0), min(dim, rows - r0), cc)
+            sources.append((layout[bias], 0, lambda r0, c0: layout[bias].address(c0), False))
         if epi.residual:
             res = layout["residual"]
-            em.config_ld(2, n, shrunk=True)
-            for cb, cc in blocks:
+            sources.append((res, n, lambda r0, c0: res.address(b, m0 + r0, c0), epi.bias))
+        for tensor, stride, address, accumulate in sources:
+            em.config_ld(2, stride, shrunk=tensor.itemsize == 1)
+            for cb in range(-(-cols // dim)):
                 for r0 in range(0, rows, dim):
-                    move(2, res, res.address(b, m0 + r0, col0 + cb * dim),
-                         acc_addr(acc_base + cb * tm + r0, accumulate=epi.bias),
-                         min(dim, rows - r0), cc)
+                    move(2, tensor, address(r0, col0 + cb * dim),
+                         acc_addr(acc_base + cb * tm + r0, accumulate=accumulate),
+                         min(dim, rows - r0), min(dim, cols - cb * dim))
 
     n_groups = [(0, n)] if order == "mlkn" else [(n0, min(n, n0 + tn)) for n0 in range(0, n, tn)]
     # A tile that is the whole of its tensor's varying extent stays put: A's across l (and n)
@@ -369,7 +366,7 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                         _tile_matmul(em.out, dim, a_sp, b_sp, tk, c_acc, tm, mv, kv, lv,
                                      overwrite=k0 == 0 and not init_c)
                     # C stays on chip: requantized into the scratchpad, never to DRAM.
-                    em.config_st(n, act=acts[0], acc_scale=epis[0].acc_scale)
+                    em.config_st(n, act=epis[0].act, acc_scale=epis[0].acc_scale)
                     for lb in range(-(-lv // dim)):
                         for r0 in range(0, mv, dim):
                             em.out.append(new_instruction(
@@ -383,7 +380,7 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                             d_resident = tl >= l_ and tn >= n
                         _tile_matmul(em.out, dim, c_sp, d_sp, tl, e_acc + (n0 - n_lo) // dim * tm,
                                      tm, mv, lv, nv, overwrite=l0 == 0 and not init_e)
-                em.config_st(n, act=acts[1], acc_scale=epis[1].acc_scale)
+                em.config_st(n, act=epis[1].act, acc_scale=epis[1].acc_scale)
                 for nb in range(-(-(n_hi - n_lo) // dim)):
                     for r0 in range(0, mv, dim):
                         em.mvout(te.address(b, m0 + r0, n_lo + nb * dim),

@@ -108,6 +108,11 @@ def parse_epilogue(ops: Sequence[str], *, acc_scale: float = 1.0, full_output: b
                     gelu=igelu_constants(gelu_scale) if "gelu" in ops else None)
 
 
+def gelu_on_chip(layers: Sequence[Layer]) -> bool:
+    """Whether a layer applies GELU on the accelerator (its unit is then part of the design)."""
+    return any("gelu" in split_epilogue(x.epilogue)[0] for x in layers)
+
+
 def split_epilogue(ops: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(fused, host)``: the leading epilogue ops the accelerator can apply (bias and add in
     the accumulator, relu or I-GELU on the final mvout; each once, the activation last) and the
@@ -233,5 +238,5 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
                    tuple(result.steps))
 
 
-__all__ = ["ACTIVATIONS", "EPILOGUE_OPS", "Lowered", "lower", "parse_epilogue",
+__all__ = ["ACTIVATIONS", "EPILOGUE_OPS", "Lowered", "gelu_on_chip", "lower", "parse_epilogue",
            "split_epilogue"]
