@@ -266,6 +266,7 @@ class Template:
     source: str = ""
     path_area_mm2: Expr | None = None   # the optional on-chip path (fused chains); None: none
     gelu_area_mm2: Expr | None = None   # the optional I-GELU unit on the mvout path; None: none
+    norm_area_mm2: Expr | None = None   # the optional normalizer (softmax); None: none
     instructions: tuple[tuple[str, InstructionCost], ...] = ()   # what each kind costs
 
     def instruction(self, kind: str) -> InstructionCost | None:
@@ -289,7 +290,7 @@ class Template:
             raise ConfigError(f"{where}: expected a mapping at the top level, got "
                               f"{type(data).__name__}")
         _check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
-                           "onchip_path", "igelu_unit", "instructions"}, where)
+                           "onchip_path", "igelu_unit", "normalizer", "instructions"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -371,7 +372,7 @@ class Template:
             raise ConfigError(f"{where}: mac must be {{energy_pj: .., area_mm2: ..}}")
         _check_keys(mac, {"energy_pj", "area_mm2"}, f"{where}: mac")
         units = {}
-        for key in ("onchip_path", "igelu_unit"):
+        for key in ("onchip_path", "igelu_unit", "normalizer"):
             unit = data.get(key)
             if unit is not None and not isinstance(unit, dict):
                 raise ConfigError(f"{where}: {key} must be {{area_mm2: ..}}")
@@ -391,6 +392,7 @@ class Template:
             source=source,
             path_area_mm2=units.get("onchip_path"),
             gelu_area_mm2=units.get("igelu_unit"),
+            norm_area_mm2=units.get("normalizer"),
             instructions=InstructionCost.table_from_dict(
                 data.get("instructions"), f"{where}: instructions", allowed),
         )
@@ -690,10 +692,11 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
 
 
 def unit_area_mm2(hw: HardwareConfig, unit: str) -> float | None:
-    """Area at `hw` of the template's optional ``"onchip_path"`` or ``"igelu_unit"``; None
-    where the template has none."""
+    """Area at `hw` of the template's optional ``"onchip_path"``, ``"igelu_unit"`` or
+    ``"normalizer"``; None where the template has none."""
     template = hw.template_spec
-    expr = {"onchip_path": template.path_area_mm2, "igelu_unit": template.gelu_area_mm2}[unit]
+    expr = {"onchip_path": template.path_area_mm2, "igelu_unit": template.gelu_area_mm2,
+            "normalizer": template.norm_area_mm2}[unit]
     if expr is None:
         return None
     return float(expr.evaluate(hw_env(template, hw.to_params(), np), np))

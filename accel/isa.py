@@ -113,6 +113,19 @@ class Activation(enum.IntEnum):
     SOFTMAX = 4
 
 
+class NormCmd(enum.IntEnum):
+    """The normalizer command of a move from the accumulator (local address bits 28-26)."""
+
+    RESET = 0
+    SUM = 1
+    MEAN = 2
+    VARIANCE = 3
+    INV_STDDEV = 4
+    MAX = 5
+    SUM_EXP = 6
+    INV_SUM_EXP = 7
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors.
 
@@ -942,8 +955,29 @@ class Instruction:
 
     @classmethod
     def config_igelu(cls, qb: int, qc: int) -> Instruction:
-        """``config_norm`` setting only I-GELU's signed 32-bit constants ``(qb, qc)``."""
+        """``config_norm`` setting I-GELU's signed 32-bit constants ``(qb, qc)`` (like any
+        ``config_norm`` without ``set_stats_id_only``, it also sets i-exp's ``qln2`` to 0 and
+        clears the activation's most significant bit)."""
         return cls.config_norm(igelu_qb=qb & 0xFFFFFFFF, igelu_qc=qc & 0xFFFFFFFF)
+
+    @classmethod
+    def config_softmax(cls, qln2: int, qln2_inv: int, qb: int,
+                       qc: int) -> tuple[Instruction, Instruction]:
+        """The two ``config_norm`` Gemmini's software issues before a softmax: one register
+        holds ``q_const``, so ``qln2`` (type 0) and ``qln2_inv`` (type 1) take one each; both
+        set the activation's most significant bit (softmax = 4 once ``config_st``'s act is none)
+        and i-exp's ``(qb, qc)``. All four are signed 32-bit (`accel.lower.iexp_constants`)."""
+        mask = 0xFFFFFFFF
+        return tuple(cls.config_norm(q_const=value & mask, q_const_type=kind, act_msb=True,
+                                     igelu_qb=qb & mask, igelu_qc=qc & mask)
+                     for kind, value in ((0, qln2), (1, qln2_inv)))
+
+    @classmethod
+    def config_norm_stats(cls, stat_id: int) -> Instruction:
+        """``config_norm`` choosing only the normalizer's statistics slot for the next moves
+        (``set_stats_id_only``: the constants and activation stay), as Gemmini's software does
+        between rows of a softmax."""
+        return cls.config_norm(stat_id=stat_id, set_stats_id_only=True)
 
     @classmethod
     def flush(cls, skip: bool = False) -> Instruction:
@@ -1122,6 +1156,7 @@ __all__ = [
     "IsaParams",
     "Layout",
     "LocalAddr",
+    "NormCmd",
     "f32_bits",
     "f32_value",
     "layout_of",

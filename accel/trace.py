@@ -158,6 +158,30 @@ def _local(addr: LocalAddr, count: int, stride: int, length: int, field: str) ->
     return _runs(addr.space, addr.row, count, stride, length, field)
 
 
+# Normalizer commands (`accel.isa.NormCmd`) the softmax protocol uses: MAX, SUM_EXP and
+# INV_SUM_EXP gather a row's statistics and write nothing; RESET (0) is the plain move.
+_STATS_CMDS = (5, 6, 7)
+
+
+def _stats_pass(local: LocalAddr) -> bool:
+    return local.acc and not local.is_garbage and local.norm in _STATS_CMDS
+
+
+def _stats_access(local: list[Region], rows: int) -> Access:
+    """A statistics pass reads its rows and the normalizer's state, and writes only that."""
+    norm = Region.cell("norm")
+    return Access((Region.cell("cfg.st"), Region.cell("cfg.ex"), norm, *local), (norm,),
+                  rows=rows)
+
+
+def _check_norm(local: LocalAddr, rows: int, fail, field: str) -> None:
+    if local.norm and local.norm not in _STATS_CMDS:
+        raise fail(f"normalizer command {local.norm} (layernorm's) is not supported; use 5 "
+                   "(max), 6 (sum of exponentials) or 7 (its inverse)", field)
+    if local.norm and rows != 1:
+        raise fail(f"a normalizer command moves one row, not {rows}", "rows")
+
+
 def _access(ins: Instruction, state: _ConfigState, params: IsaParams) -> Access:
     """One instruction's `Access`, updating ``state`` for the instructions after it."""
     m, f, dim = ins.mnemonic, ins.fields(), params.dim
@@ -181,6 +205,9 @@ def _access(ins: Instruction, state: _ConfigState, params: IsaParams) -> Access:
         elem = params.acc_bytes if src.acc and src.full else params.input_bytes
         row_bytes = cols * elem
         stride = state.st_stride if state.st_stride is not None else row_bytes
+        if _stats_pass(src):
+            return _stats_access(_local(src, math.ceil(cols / dim), dim, rows, "sp"),
+                                 math.ceil(cols / dim) * rows)
         if state.pool_stride and src.acc and not src.is_garbage:
             # Pooling reads the rest of the accumulator bank (as the reservation station
             # assumes) and writes a pooled window we bound by its last output row.
@@ -200,8 +227,10 @@ def _access(ins: Instruction, state: _ConfigState, params: IsaParams) -> Access:
     if m == "mvout_spad":
         # The store path's read-out, written to scratchpad rows instead of DRAM.
         rows = f["rows"]
-        reads = (Region.cell("cfg.st"), Region.cell("cfg.ex"),
-                 *_local(f["src"], 1, 0, rows, "src"))
+        local = _local(f["src"], 1, 0, rows, "src")
+        if _stats_pass(f["src"]):
+            return _stats_access(local, rows)
+        reads = (Region.cell("cfg.st"), Region.cell("cfg.ex"), *local)
         return Access(reads, tuple(_local(f["dst"], 1, 0, rows, "dst")), rows=rows)
     if m == "preload":
         bd: LocalAddr = f["bd"]
@@ -457,6 +486,13 @@ class Trace(Sequence):
                     raise fail("a move needs a real local address, not garbage", "sp")
                 if f["rows"] > dim:
                     raise fail(f"rows {f['rows']} exceed the array dimension {dim}", "rows")
+                if local.norm and m != "mvout":
+                    raise fail("normalizer commands (bits 28-26) only go with moves out of the "
+                               "accumulator", "sp")
+                if local.norm and (not local.acc or local.full):
+                    raise fail("a normalizer command needs an accumulator address without the "
+                               "full-width bit", "sp")
+                _check_norm(local, f["rows"], fail, "sp")
                 ld = {"mvin": 0, "mvin2": 1, "mvin3": 2}.get(m)
                 shrunk = state.ld_shrunk[ld] if ld is not None else False
                 limit = _max_cols(ins, local, shrunk, params)
@@ -465,9 +501,10 @@ class Trace(Sequence):
                                f"{params.dma_max_bytes} bytes per row)", "cols")
             elif m == "mvout_spad":
                 src, dst = f["src"], f["dst"]
-                if not src.acc or src.is_garbage or src.accumulate or src.full or src.norm:
+                if not src.acc or src.is_garbage or src.accumulate or src.full:
                     raise fail("the source must be a plain accumulator address (no "
-                               "accumulate, full-width or normalizer bits)", "src")
+                               "accumulate or full-width bits)", "src")
+                _check_norm(src, f["rows"], fail, "src")
                 if dst.acc or dst.raw != dst.row:
                     raise fail("the destination must be a plain scratchpad address", "dst")
                 for name in ("rows", "cols"):

@@ -128,6 +128,7 @@ class FusionTerm(NamedTuple):
     uses: tuple[tuple[int, int], ...]   # (unique layer, instances per chain)
     instances: int
     dims: tuple[int, ...]               # perfmodels.fusion.ChainDims
+    softmax: bool = False               # the first GEMM's softmax passes (ChainEpilogue)
 
 
 FUSE_SOFTNESS = 0.1
@@ -142,12 +143,14 @@ def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, 
     `perfmodels.fusion.relaxed_chain_tiles`) replaces its layers' instances with weight
     ``sigmoid(log EDP drop / FUSE_SOFTNESS)``; so the gradient sees what fusing would gain
     (an accumulator large enough to keep E, for one) and what the layers apart cost."""
-    from perfmodels.fusion import chain_metrics, relaxed_chain_tiles, relaxed_trips
+    from perfmodels.fusion import (ChainEpilogue, chain_metrics, relaxed_chain_tiles,
+                                   relaxed_trips)
 
     for term in settings.fusion:
         tiles, fits = relaxed_chain_tiles(hwp, term.dims)
         fused_l, fused_e, _ = chain_metrics(template, hwp, term.dims, tiles, relaxed_trips,
-                                            settings.aware)
+                                            settings.aware,
+                                            epilogue=ChainEpilogue(softmax=term.softmax))
         fits = jnp.maximum(fits, 1e-6)      # where nothing fits, fusing costs ~1e6x
         fused_l, fused_e = fused_l / fits, fused_e / fits
         saved_l = term.instances * (sum(k * layer_cycles[i] for i, k in term.uses) - fused_l)
@@ -615,7 +618,7 @@ class _Search:
         plan = self.rounder.fusion
         if plan is None or self.base_hw.template_spec.path_area_mm2 is None:
             return ()
-        return tuple(FusionTerm(tuple(g.uses.items()), g.instances, tuple(g.dims))
+        return tuple(FusionTerm(tuple(g.uses.items()), g.instances, tuple(g.dims), g.softmax)
                      for g in plan.groups)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -1078,9 +1081,10 @@ class _Search:
             extra["edp_analytic"] = plain
         if fusion is not None:
             from baco.fusion import path_area_mm2
+            fused = [g for g, entry in zip(self.rounder.fusion.groups, fusion) if entry["fused"]]
             extra["fusion"] = {"chains": fusion, "left_apart": self.rounder.fusion.skipped,
-                               "path_area_mm2": (path_area_mm2(self.best.hw) or 0.0) if any(
-                                   entry["fused"] for entry in fusion) else 0.0}
+                               "path_area_mm2": (path_area_mm2(self.best.hw, any(
+                                   g.softmax for g in fused)) or 0.0) if fused else 0.0}
         if self.learner is not None:
             extra["sim_hybrid"] = self.learner.summary(self.best)
         return CodesignResult(method="baco", network=self.net.name, hardware=self.best.hw,

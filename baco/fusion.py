@@ -3,8 +3,8 @@ that does to each design's score.
 
 A network's chains (`workloads.fusion`, `Network.chains`) that the fused lowering runs
 (`accel.lower.chain.lower_gemm_chain`: two ungrouped GEMMs, or 1x1 convolutions as the GEMMs
-of their pixels (`gemm_view`); the first with a bias and a relu or GELU at most, the second
-with a bias, a residual and a relu or GELU, and nothing between them but the first one's
+of their pixels (`gemm_view`); the first with a bias and a relu, GELU or softmax at most, the
+second with a bias, a residual and a relu or GELU, and nothing between them but the first one's
 epilogue)
 are grouped by their unique layers (`ChainGroup`: twelve identical attention blocks are one
 group of twelve instances). Chains the lowering cannot run, and chains that share a layer
@@ -23,7 +23,9 @@ the relaxed hardware.
 
 Fusing needs the template's on-chip path (its ``onchip_path``; ``mvout_spad``: accumulator
 rows into the scratchpad), whose area (`path_area_mm2`) a design pays only if it fuses a
-chain: within an area budget, a design fuses only if the path fits beside its hardware.
+chain, and a chain with a softmax the normalizer too (``normalizer``): within an area budget,
+a design fuses only if they fit beside its hardware. Unfused, a softmax runs on the host and
+is not counted, so the comparison leans towards leaving attention apart.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from accel.arch import HardwareConfig, unit_area_mm2
 from accel.isa import IsaParams
 from accel.lower.chain import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
 from perfmodels.energy import config_area_mm2
-from perfmodels.fusion import ChainDims, chain_cost, chain_data_volume
+from perfmodels.fusion import ChainDims, ChainEpilogue, chain_cost, chain_data_volume
 from workloads.errors import BacoError, ConfigError, UnsupportedOpError
 from workloads.layer import Layer
 from workloads.network import Network
@@ -63,6 +65,10 @@ def gemm_view(layer: Layer) -> Layer | None:
                       name=layer.name, epilogue=layer.epilogue)
 
 
+def _has_softmax(first: Layer) -> bool:
+    return tuple(first.epilogue[-1:]) == ("softmax",)
+
+
 @dataclasses.dataclass(frozen=True)
 class ChainGroup:
     """Chain instances over the same unique layers (indices into `Network.layers`; a chain of
@@ -78,6 +84,11 @@ class ChainGroup:
     @property
     def dims(self) -> ChainDims:
         return ChainDims.from_layers(*self.layers)
+
+    @property
+    def softmax(self) -> bool:
+        """Whether the first GEMM ends in a softmax (rows of C whole, the normalizer used)."""
+        return _has_softmax(self.layers[0])
 
     @property
     def uses(self) -> dict[int, int]:
@@ -114,11 +125,12 @@ def fused_chains(extra: dict[str, Any], layers: Sequence[Layer]) -> list[ChainGr
 _LAYOUT_OPS = ("reshape", "flatten", "squeeze", "unsqueeze")
 # The graph nodes an epilogue op may stand for (`workloads.onnx_import`): a bias is an Add
 # after a MatMul and no node at all as a Gemm's or Conv's input; GELU is one Gelu node or the
-# five of its erf form.
+# five of its erf form; a softmax stands for its node and the scale before it, if any.
 _EPILOGUE_NODES = {"bias": (("add",), ()),
-                   "gelu": (("gelu",), ("div", "erf", "add", "mul", "mul"))}
-_NO_UNIT = ("ops between or after the GEMMs other than bias, a residual, relu and GELU "
-            "(softmax, a scale...) have no on-chip unit")
+                   "gelu": (("gelu",), ("div", "erf", "add", "mul", "mul")),
+                   "softmax": (("div", "softmax"), ("mul", "softmax"), ("softmax",))}
+_NO_UNIT = ("ops between or after the GEMMs other than bias, a residual, relu, GELU and the "
+            "first one's softmax over its rows have no on-chip unit")
 
 
 def _fusable(first: Layer | None, second: Layer | None, between: Sequence[str]
@@ -205,28 +217,35 @@ def _tile_table(dims: ChainDims, dim: int) -> dict[str, np.ndarray]:
             "acc_rows": sum(acc.values())[order]}
 
 
-def _planned(dims: ChainDims, params: IsaParams) -> np.ndarray | None:
+def _planned(dims: ChainDims, params: IsaParams, whole_l: bool = False) -> np.ndarray | None:
     table = _tile_table(dims, params.dim)
-    fits = np.flatnonzero((table["sp_rows"] <= params.sp_rows)
-                          & (table["acc_rows"] <= params.acc_rows))
+    ok = (table["sp_rows"] <= params.sp_rows) & (table["acc_rows"] <= params.acc_rows)
+    if whole_l:
+        ok &= table["tiles"][:, 2] >= -(-dims.L // params.dim) * params.dim
+    fits = np.flatnonzero(ok)
     return table["tiles"][fits[0]] if len(fits) else None
 
 
 def plan_chain_tiles(first: Layer, second: Layer, hw: HardwareConfig) -> dict[str, int]:
     """Tiles for ``lower_gemm_chain(first, second, hw, tiles, "mlkn")`` with the least DRAM
     traffic by the model (`perfmodels.fusion.chain_data_volume`, equal to the bytes the trace
-    moves) among those whose buffers fit; the lowering's own greedy choice when none with the
-    n tile spanning N fits (its `InfeasibleError` if nothing does)."""
+    moves) among those whose buffers fit (with a softmax, those holding whole rows of C); the
+    lowering's own greedy choice when none with the n tile spanning N fits (its
+    `InfeasibleError` if nothing does)."""
     params = IsaParams.from_hardware(hw)
-    tiles = _planned(ChainDims.from_layers(first, second), params)
+    softmax = _has_softmax(first)
+    tiles = _planned(ChainDims.from_layers(first, second), params, softmax)
     if tiles is None:
-        return choose_tiles(first, second, params)
+        return choose_tiles(first, second, params, whole_l=softmax)
     return {d: int(t) for d, t in zip(TILE_DIMS, tiles)}
 
 
-def path_area_mm2(hw: HardwareConfig) -> float | None:
-    """Area of the template's on-chip path at `hw` (its ``onchip_path``); None without one."""
-    return unit_area_mm2(hw, "onchip_path")
+def path_area_mm2(hw: HardwareConfig, softmax: bool = False) -> float | None:
+    """Area of the template's on-chip path at `hw` (its ``onchip_path``), with its normalizer
+    for a chain with a softmax; None without them."""
+    units = ("onchip_path", "normalizer") if softmax else ("onchip_path",)
+    areas = [unit_area_mm2(hw, unit) for unit in units]
+    return None if None in areas else sum(areas)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -236,14 +255,16 @@ def chain_figures(group: ChainGroup, hw: HardwareConfig, aware: bool = True
     with the n tile spanning N fits, or the template has no on-chip path or no
     simulator-style array)."""
     if (hw.template != "gemmini" or hw.pe_rows != hw.pe_cols
-            or path_area_mm2(hw) is None):
+            or path_area_mm2(hw, group.softmax) is None):
         return np.inf, np.inf, None
-    tiles = _planned(group.dims, IsaParams.from_hardware(hw))
+    tiles = _planned(group.dims, IsaParams.from_hardware(hw), group.softmax)
     if tiles is None:
         return np.inf, np.inf, None
     # The per-layer models leave a layer's bias and residual moves uncounted; so does this,
-    # so that fused and apart compare alike (`chain_cost(epilogue=...)` counts them).
-    cost = chain_cost(group.dims, tiles, hw, load_latency=aware)
+    # so that fused and apart compare alike (`chain_cost(epilogue=...)` counts them). The
+    # softmax's passes are counted: apart, it runs on the host, uncounted.
+    cost = chain_cost(group.dims, tiles, hw, load_latency=aware,
+                      epilogue=ChainEpilogue(softmax=group.softmax))
     return float(cost.cycles), float(cost.energy_pj), tuple(int(t) for t in tiles)
 
 
@@ -265,10 +286,10 @@ class FusionPlan:
         return cls(groups, tuple(int(c) for c in net.counts), aware, skipped,
                    area_budget_mm2=area_budget_mm2)
 
-    def _path_fits(self, hw: HardwareConfig) -> bool:
+    def _path_fits(self, hw: HardwareConfig, softmax: bool = False) -> bool:
         if self.area_budget_mm2 is None:
             return True
-        area = config_area_mm2(hw) + (path_area_mm2(hw) or 0.0)
+        area = config_area_mm2(hw) + (path_area_mm2(hw, softmax) or 0.0)
         return area <= self.area_budget_mm2 * (1 + 1e-6)
 
     def decide(self, cycles: np.ndarray, energy_pj: np.ndarray,
@@ -280,10 +301,11 @@ class FusionPlan:
         total_l = (cycles * counts).sum(-1)
         total_e = (energy_pj * counts).sum(-1)
         fused = np.zeros((len(hws), len(self.groups)), bool)
-        room = np.array([self._path_fits(hw) for hw in hws]) if self.groups else None
+        room = {softmax: np.array([self._path_fits(hw, softmax) for hw in hws])
+                for softmax in {g.softmax for g in self.groups}}
         for g, group in enumerate(self.groups):
             figures = np.array([chain_figures(group, hw, self.aware)[:2] for hw in hws])
-            figures[~room] = np.inf
+            figures[~room[group.softmax]] = np.inf
             new_l = total_l - group.instances * (_apart(group, cycles) - figures[:, 0])
             new_e = total_e - group.instances * (_apart(group, energy_pj) - figures[:, 1])
             better = np.isfinite(new_l) & (new_l * new_e < total_l * total_e)

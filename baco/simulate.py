@@ -127,9 +127,9 @@ def simulate_chains(result: CodesignResult, *, check: bool = True, seed: int = 0
             macs=first.macs + second.macs, count=group.instances,
             model_cycles=float(record.get("fused_cycles", 0.0)))
 
-        def lowered(first=first, second=second, index=index) -> tuple:
+        def lowered(first=first, second=second, index=index, group=group) -> tuple:
             low = lower_gemm_chain(first, second, hw, plan_chain_tiles(first, second, hw),
-                                   acc_scales=check_scales(first.C, second.C))
+                                   acc_scales=check_scales(first.C, second.C, group.softmax))
             return (low, *random_chain_inputs(low, np.random.default_rng([seed, index])), "E",
                     expected_chain_output)
 

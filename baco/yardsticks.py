@@ -311,7 +311,8 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
       writes (``updates``) its output rows x DIM into the accumulator and, when it
       accumulates, reads them first; an mvout reads its rows x blocks x DIM; an mvout_spad
       (a fused chain's intermediate) reads its rows x DIM from the accumulator and fills as
-      many into the scratchpad (I).
+      many into the scratchpad (I). A normalizer statistics pass (a softmax's max and sum of
+      exponentials) reads its rows and writes nothing.
     * Registers: a preload that loads weights fills all DIM x DIM PE registers; every MAC the
       array spends (rows fed x DIM x DIM, padding included) reads one.
     * MACs: what the array spends (``array_macs``), as the instruction-aware model charges.
@@ -325,7 +326,8 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
         "c_garbage", "c_acc", "c_accumulate", "c_rows")}
     dim = int(decoded.shape.dim)
     op = col["op"]
-    is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
+    stats = decoded.stat_passes()
+    is_mvin, is_mvout = op == Op.MVIN, (op == Op.MVOUT) & ~stats
     is_pre = op == Op.PRELOAD
     is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
     elems = col["rows"] * col["cols"]
@@ -353,12 +355,13 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
     fills[SP, I] = total(to_i, local_words)
     fills[ACC, O] = total(to_acc, local_words)
     reads[ACC, O] += total(to_acc & (col["accumulate"] == 1), local_words)
-    reads[ACC, O] += total(is_mvout & (col["is_acc"] == 1), local_words)
+    reads[ACC, O] += total((is_mvout | stats & (op == Op.MVOUT)) & (col["is_acc"] == 1),
+                           local_words)
     reads[SP, I] += total(is_mvout & (col["is_acc"] == 0), local_words)
     # An on-chip move (a fused chain's intermediate): accumulator rows into the scratchpad.
     to_sp = op == Op.MVOUT_SPAD
     reads[ACC, O] += total(to_sp, col["rows"] * dim)
-    fills[SP, I] += total(to_sp, col["rows"] * dim)
+    fills[SP, I] += total(to_sp & ~stats, col["rows"] * dim)
     # The array's operands: A (inputs), B/D (weights) from the scratchpad or accumulator.
     a_live = is_comp & (col["a_garbage"] == 0)
     reads[SP, I] += total(a_live & (col["a_acc"] == 0), col["a_rows"] * dim)
@@ -396,12 +399,14 @@ def trace_energy(counts: TraceCounts, hw: HardwareConfig) -> Energy:
 
 
 def units_area_mm2(hw: HardwareConfig, layers: Sequence[Layer], counts: Sequence[float],
-                   fused: bool) -> float:
+                   fused: Sequence[Any] = ()) -> float:
     """The template's optional units a design runs `layers` with: the on-chip path when it
-    fuses a chain, the I-GELU unit when a layer applies GELU on chip."""
+    fuses a chain (`baco.fusion.ChainGroup`), the normalizer when a fused chain applies a
+    softmax, the I-GELU unit when a layer applies GELU on chip."""
     gelu = gelu_on_chip([x for x, c in zip(layers, counts) if c > 0])
-    return sum(unit_area_mm2(hw, unit) or 0.0
-               for unit, used in (("onchip_path", fused), ("igelu_unit", gelu)) if used)
+    used = {"onchip_path": bool(fused), "normalizer": any(g.softmax for g in fused),
+            "igelu_unit": gelu}
+    return sum(unit_area_mm2(hw, unit) or 0.0 for unit, on in used.items() if on)
 
 
 def hardware_area_mm2(hw: HardwareConfig) -> float:
@@ -695,8 +700,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     latency off and on), the simulated one by lowering the chain to one trace on the design's
     hardware (`simulate_chain`, tiles by `baco.fusion.plan_chain_tiles`); the simulated layers
     then list each chain after the layers, the layers' counts less its instances. The areas
-    then include the template's on-chip path, and the I-GELU unit where a layer applies GELU on
-    chip (`units_area_mm2`).
+    then include the template's on-chip path (and its normalizer where a fused chain applies a
+    softmax), and the I-GELU unit where a layer applies GELU on chip (`units_area_mm2`).
     """
     from baco.fusion import FusionPlan
 
@@ -734,7 +739,7 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
             unavailable["simulated"] = str(exc)
     else:
         unavailable["simulated"] = why
-    extra = units_area_mm2(design.hw, layers, counts, bool(fused))
+    extra = units_area_mm2(design.hw, layers, counts, fused)
     if extra:
         plain, aware, simulated = (None if y is None else dataclasses.replace(
             y, area_mm2=y.area_mm2 + extra) for y in (plain, aware, simulated))

@@ -52,9 +52,9 @@ from workloads.errors import ConfigError, InfeasibleError, WorkloadError
 from workloads.layer import Layer
 from workloads.network import Network
 
-__all__ = ["VALID_ORDERS", "ChainCost", "ChainDims", "ChainEpilogue", "ClosedForm", "Tiling",
-           "Unfused", "ceil_trips", "chain_cost", "chain_data_volume", "chain_metrics",
-           "chain_words", "closed_form_optimum", "order_array", "relaxed_chain_tiles",
+__all__ = ["NORM_MOVE_CYCLES", "VALID_ORDERS", "ChainCost", "ChainDims", "ChainEpilogue",
+           "ClosedForm", "Tiling", "Unfused", "ceil_trips", "chain_cost", "chain_data_volume",
+           "chain_metrics", "chain_words", "closed_form_optimum", "order_array", "relaxed_chain_tiles",
            "relaxed_trips", "search_chain_tiles", "tile_candidates", "unfused_data_volume"]
 
 LOOPS = "mkln"  # loop ids index (M, K, L, N), Chimera's names
@@ -109,17 +109,19 @@ class ChainDims(NamedTuple):
 
 class ChainEpilogue(NamedTuple):
     """The epilogue operands a fused chain moves (`accel.lower.chain`): the first GEMM's bias
-    (into C's accumulator rows), the second's bias and residual (into E's)."""
+    (into C's accumulator rows), the second's bias and residual (into E's); and whether the
+    first GEMM's softmax passes C's rows through the normalizer (three reads of each)."""
 
     bias_c: bool = False
     bias_e: bool = False
     residual: bool = False
+    softmax: bool = False
 
     @classmethod
     def from_layers(cls, producer: Layer, consumer: Layer) -> ChainEpilogue:
         """`UnsupportedOpError` for an epilogue the fused lowering cannot apply."""
         first, second = chain_epilogues(producer, consumer)
-        return cls(first.bias, second.bias, second.residual)
+        return cls(first.bias, second.bias, second.residual, first.softmax is not None)
 
     def elements(self, dims: Any) -> dict[str, tuple[Any, int]]:
         """``{operand: (elements moved, bytes each)}``, as the trace moves them in order mlkn:
@@ -370,6 +372,14 @@ timing.py: results land ``spad_read_cycles`` 4 + ``acc_write_cycles`` 2 after th
 drains, then ``mvout_spad`` pays ``mvout_read_cycles`` 10 before its first row is written)."""
 
 
+NORM_MOVE_CYCLES = (11 + 11 + 12) / 3 / 4
+"""Cycles per one-row move of a softmax's passes over C (`accel.lower.chain`). Each holds one
+of the store queue's 4 reservation-station entries (rs_entries_store) from its start to its
+completion: a statistics pass reads its row (1) and is done mvout_read_cycles (10) later, the
+written pass a spad write (1) after that; so the moves go through at 4 per 11, 11 and 12
+cycles (the simulator's constants, accel/sim/timing.py)."""
+
+
 class ChainCost(NamedTuple):
     """A fused chain's figures on a hardware, per tiling: cycles and pJ of the whole chain
     (every batch), the DRAM words it moves, and the scratchpad / accumulator rows it holds."""
@@ -429,8 +439,10 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
       the compute before it hides only up to its own rows (the simulator's rule: the last
       compute of an m tile, with fewer than DIM rows, leaves the rest exposed; relaxed
       trips expose none); each C tile then drains (``2 DIM + CHAIN_STEP_CYCLES``) and moves
-      its ``T_M ceil(T_L/DIM)`` rows to the scratchpad one a cycle before GEMM2 reads it:
-      all of that is the ``use`` side;
+      its ``T_M ceil(T_L/DIM)`` rows to the scratchpad one a cycle before GEMM2 reads it
+      (with a softmax, each row of each block three times, one move each: its max, its sum of
+      exponentials and the written pass, `NORM_MOVE_CYCLES` a move): all of that is the
+      ``use`` side;
     * DRAM moves `chain_words` (A, B, D read, E written; int8, a word a byte) and, given an
       ``epilogue``, its operands (`ChainEpilogue.elements`; an int32 bias element is four
       bytes and, as a layer's O words, one word on chip) at the DRAM level's bandwidth, in
@@ -461,6 +473,8 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     rows1, rows2 = b * m * kb * lb, b * m * lb * nb
     preloads = b * trips_m * (kb * lb + lb * nb)
     moved_rows = b * m * lb
+    read_rows = moved_rows * (3.0 if epilogue.softmax else 1.0)   # C rows read from acc
+    move_cycles = read_rows * (NORM_MOVE_CYCLES if epilogue.softmax else 1.0)
     c_tiles = b * trips_m * trips_l
     _, _, words = chain_words((b, m, k, l_, n), jnp.stack([tm, tk, tl, n]), "mlkn", trips,
                               shared_weights=shared_weights)
@@ -481,7 +495,7 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
         m_rows = jnp.minimum(tm, m)
         edge = m - (trips_m - 1.0) * m_rows
         waits = b * ((trips_m - 1.0) * exposed(m_rows) + exposed(edge)) * (kb * lb + lb * nb)
-        use = use + waits + moved_rows + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
+        use = use + waits + move_cycles + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
     cycles = pipeline_cycles(use, dram / lv.bandwidth_words[top], lv.latency_cycles[top],
                              loads, 2.0, load_latency)
     # Words per level [level, tensor] (registers, accumulator, scratchpad, DRAM).
@@ -495,7 +509,7 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     reads = (zeros.at[top, W].set(words["B"] + words["D"]).at[top, I].set(words["A"])
              .at[top, O].set(epi_words)
              .at[sp, I].set((rows1 + rows2) * d).at[sp, W].set(preloads * d * d)
-             .at[acc, O].set((accumulating + moved_rows + b * m * nb
+             .at[acc, O].set((accumulating + read_rows + b * m * nb
                               + b * m * nb * (epilogue.bias_e and epilogue.residual)) * d)
              .at[reg, W].set(array_macs))
     updates = zeros.at[top, O].set(words["E"]).at[acc, O].set((rows1 + rows2) * d)

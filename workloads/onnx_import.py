@@ -24,7 +24,12 @@ reader of that value, the value is not a graph output, and the op's output has t
 starts the epilogue as ``"bias"``, and so does an Add right after a layer whose other operand
 is a weight with one value per output channel (a MatMul's bias, as torch exports Linear on N-D
 inputs). Exact GELU as torch exports it before opset 20 (``Mul(Mul(x, Add(Erf(Div(x, sqrt
-2)), 1)), 0.5)``, its constants checked) joins as one ``"gelu"``, as ONNX's Gelu does; other
+2)), 1)), 0.5)``, its constants checked) joins as one ``"gelu"``, as ONNX's Gelu does.
+Attention's scaled softmax right after a layer, ``Softmax(Add(Div(x, c), mask))`` over the last
+axis (Div or Mul by a scalar constant; the Add optional, its other operand a weight or graph
+input with one value per output column), joins as ``"bias", "softmax"`` (or ``"softmax"``): the
+scalar is part of the softmax's input scale and the mask, times ``c``, is the layer's bias. A
+Softmax over another axis joins as ``"softmax_axis"``. Other
 ops join as their lowercase op type. When both inputs of a
 binary op qualify (a residual Add of two layers' outputs), the layer later in topological order
 gets it: it is the last to be computed, so the other operand already exists when it writes its
@@ -37,7 +42,7 @@ result is ``Network.chains``: the producer-consumer pairs of layers (positions i
 order) whose intermediate passes only shape-keeping memory-bound ops (and, between GEMMs,
 order-keeping reshapes) read by nothing else; `workloads.fusion` states the rules. Softmax is
 an activation here, so in attention it joins the QK^T layer's epilogue (with the scale and the
-mask add) when it is the only reader; the chain QK^T -> AV lists the same ops in ``between``.
+mask add) when it is the only reader; the chain QK^T -> AV lists the ops in ``between``.
 A Softmax reached through a reshape is skipped instead, and a GEMM chain still passes it.
 
 >>> from onnx import TensorProto, helper
@@ -206,7 +211,8 @@ def _import(source, input_shapes) -> tuple[list[Layer], ImportSummary, tuple[Cha
     _require_static_inputs(model.graph, where)
     model = _infer_shapes(model, where)
     model, passes, folded = run_passes(model, base_dir)
-    converter = _Converter(model.graph, where, index_of)
+    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 13)
+    converter = _Converter(model.graph, where, index_of, opset)
     layers, layer_ops, epilogue_ops, skipped_ops = converter.run()
     if not layers:
         raise WorkloadError(
@@ -477,8 +483,10 @@ def _operand(node: onnx.NodeProto, position: int | None) -> str | None:
 class _Converter:
     """Turns the nodes of a checked, shape-inferred, passed graph into Layers and counts."""
 
-    def __init__(self, graph: onnx.GraphProto, where: str, index_of: dict[str, int]):
+    def __init__(self, graph: onnx.GraphProto, where: str, index_of: dict[str, int],
+                 opset: int = 13):
         self.graph = graph
+        self.opset = opset
         self.where = where
         self.index_of = index_of
         self.shapes = _shape_table(graph)
@@ -491,7 +499,8 @@ class _Converter:
         self.epilogues: list[list[str]] = []
         self.owner: dict[str, int] = {}  # value -> index of the layer whose epilogue made it
         self.producer_op = {o: node.op_type for node in graph.node for o in node.output}
-        self.gelu_nodes: set[int] = set()  # the rest of an erf GELU whose Div joined an epilogue
+        self.absorbed: set[int] = set()  # the rest of a pattern (erf GELU, scaled softmax)
+        # whose first node joined an epilogue
         self.dataflow: list[OpNode] = []  # every node, for `find_chains`
         self.counts = {"layers": Counter(), "epilogues": Counter(), "skipped": Counter()}
 
@@ -707,7 +716,7 @@ class _Converter:
         """Attach ``node`` to the epilogue of a layer it post-processes; see the module doc."""
         if len(node.output) != 1:
             return False
-        if k in self.gelu_nodes:
+        if k in self.absorbed:
             self.owner[node.output[0]] = self.owner[node.input[0]]
             return True
         out_shape = self.shapes.get(node.output[0])
@@ -721,11 +730,18 @@ class _Converter:
         if not candidates:
             return False
         j = max(candidates)
+        softmax = self._scaled_softmax(node, j)
         if gelu:
-            self.gelu_nodes.update(gelu)
+            self.absorbed.update(gelu)
             self.epilogues[j].append("gelu")
+        elif softmax:
+            ops, nodes = softmax
+            self.absorbed.update(nodes)
+            self.epilogues[j].extend(ops)
         elif node.op_type == "Add" and self._is_bias(node, j):
             self.epilogues[j].append("bias")
+        elif node.op_type == "Softmax" and not self._last_axis(node):
+            self.epilogues[j].append("softmax_axis")
         else:
             self.epilogues[j].append(node.op_type.lower())
         self.owner[node.output[0]] = j
@@ -751,6 +767,63 @@ class _Converter:
                     and all(d == 1 for i, d in enumerate(shape) if i != axis))
         return False
 
+    def _only_reader(self, value: str, op: str | None = None) -> int | None:
+        """The index of the one node reading ``value`` (not a graph output), of type ``op``
+        if given, if there is one."""
+        readers = self.readers.get(value, set())
+        if len(readers) != 1 or value in self.outputs:
+            return None
+        (r,) = readers
+        return r if op is None or self.graph.node[r].op_type == op else None
+
+    def _last_axis(self, node: onnx.NodeProto) -> bool:
+        """Whether a Softmax normalizes over the last axis alone (opset < 13: the axes from
+        ``axis`` on, default 1)."""
+        shape = self.shapes.get(node.output[0])
+        if shape is None:
+            return False
+        axis = _attrs(node).get("axis", -1 if self.opset >= 13 else 1)
+        return axis % len(shape) == len(shape) - 1
+
+    def _per_column(self, name: str, out: Sequence[int], columns: int) -> bool:
+        """A weight or graph input broadcasting to one value per output column."""
+        shape = self.shapes.get(name)
+        if not self._is_weight(name) or shape is None or len(shape) > len(out):
+            return False
+        shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+        return shape[-1] == columns and all(d == 1 for d in shape[:-1])
+
+    def _scaled_softmax(self, node: onnx.NodeProto, j: int
+                        ) -> tuple[list[str], tuple[int, ...]] | None:
+        """Attention's ``Softmax(Add(Div(x, c), mask))`` (module docstring) when ``node`` is
+        its Div or Mul right after GEMM layer ``j``: the epilogue ops and the other nodes."""
+        layer = self.layers[j]
+        if (node.op_type not in ("Div", "Mul") or self.epilogues[j] or len(node.input) != 2
+                or layer.kind not in ("gemm", "gemv")):
+            return None
+        scalars = [n for n in node.input if self._is_weight(n)]
+        value = constant_value(self.graph, scalars[0]) if len(scalars) == 1 else None
+        if value is None or value.size != 1 or not float(value.ravel()[0]):
+            return None
+        if node.op_type == "Div" and node.input[1] != scalars[0]:
+            return None  # c / x is no scale
+        out = self.shapes.get(node.output[0])
+        ops: list[str] = []
+        nodes: list[int] = []
+        add = self._only_reader(node.output[0], "Add")
+        if add is not None and out is not None:
+            add_node = self.graph.node[add]
+            if (self.shapes.get(add_node.output[0]) == out
+                    and any(self._per_column(n, out, layer.groups * layer.K)
+                            for n in add_node.input if n != node.output[0])):
+                ops.append("bias")
+                nodes.append(add)
+        last = self.graph.node[nodes[-1]].output[0] if nodes else node.output[0]
+        softmax = self._only_reader(last, "Softmax")
+        if softmax is None or not self._last_axis(self.graph.node[softmax]):
+            return None
+        return [*ops, "softmax"], (*nodes, softmax)
+
     def _is_weight(self, name: str) -> bool:
         """No node but a Constant computes it: an initializer, a graph input or a constant."""
         return self.producer_op.get(name, "Constant") == "Constant"
@@ -762,14 +835,7 @@ class _Converter:
         if node.op_type != "Div" or len(node.input) != 2:
             return ()
         x = node.input[0]
-
-        def only_reader(value: str, op: str) -> int | None:
-            readers = self.readers.get(value, set())
-            if len(readers) != 1 or value in self.outputs:
-                return None
-            (r,) = readers
-            return r if self.graph.node[r].op_type == op else None
-
+        only_reader = self._only_reader
         erf = only_reader(node.output[0], "Erf")
         add = None if erf is None else only_reader(self.graph.node[erf].output[0], "Add")
         mul = None if add is None else only_reader(self.graph.node[add].output[0], "Mul")

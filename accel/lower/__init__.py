@@ -40,6 +40,7 @@ from accel.lower.layout import reference
 from accel.lower.ws import Allocation
 from accel.lower.ws import BufferRegion
 from accel.lower.ws import Epilogue
+from accel.lower.ws import iexp_constants
 from accel.lower.ws import igelu_constants
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "check_matching",
     "check_tile_coverage",
     "gelu_on_chip",
+    "iexp_constants",
     "igelu_constants",
     "im2col_input",
     "im2col_weight",

@@ -28,6 +28,17 @@ first compute into those rows then accumulates. relu or I-GELU is applied by the
 move (one config_norm holds the I-GELU constants for both GEMMs). The first GEMM takes no
 residual: its output is the intermediate no other layer may feed.
 
+Softmax (attention's QK^T -> softmax -> AV): the first GEMM may end in ``"softmax"`` over its
+output rows (L), applied by the normalizer as Gemmini's software drives it, row by row: a pass
+of moves with the MAX command (the row's maximum), one with SUM_EXP, the last block
+INV_SUM_EXP (sum of i-exp(x - max), then 127 / sum), and the requantizing pass with the
+softmax activation, ``127 i-exp(x - max) / sum`` in int8 (`accel.sim.reference.softmax_rows`).
+The first two passes write nothing. A row must be whole in the accumulator, so the l tile is
+all of L, and the C tile moves one row per instruction (three per row and DIM block). The
+softmax shares the I-GELU registers, so a chain applies one of the two. A scale before the
+softmax (1/sqrt(d)) is part of its input scale (`accel.lower.ws.SOFTMAX_INPUT_SCALE`), a mask
+added before it is the first GEMM's bias.
+
 Local layouts, rows DIM elements wide (a tile's blocks of DIM columns are stacked): A tile row
 ``kb * tm + m``, B ``lb * tk + k``, C (scratchpad and accumulator) ``lb * tm + m``, D
 ``nb * tl + l``, E (accumulator) ``nb * tm + m``. Edge tiles use partial rows and columns, as
@@ -51,11 +62,11 @@ import collections
 import dataclasses
 
 from accel.arch import HardwareConfig
-from accel.isa import Funct, IsaParams
+from accel.isa import Activation, Funct, IsaParams, NormCmd
 from accel.lower.core import parse_epilogue
 from accel.lower.emit import GARBAGE, Emitter, acc_addr, new_instruction, operand
 from accel.lower.layout import ALIGN_BYTES, DramLayout, TensorLayout
-from accel.lower.ws import Allocation, BufferRegion, Epilogue
+from accel.lower.ws import Allocation, BufferRegion, Epilogue, iexp_constants
 from accel.trace import Trace
 from workloads.errors import ConfigError, InfeasibleError, UnsupportedOpError
 from workloads.layer import Layer
@@ -123,15 +134,26 @@ def chain_epilogues(first: Layer, second: Layer, acc_scales: tuple[float, float]
     out = []
     for position, (layer, scale) in enumerate(zip((first, second), acc_scales)):
         ops = tuple(layer.epilogue)
+        softmax = position == 0 and ops[-1:] == ("softmax",)
         try:
-            epi = parse_epilogue(ops, acc_scale=scale)
+            epi = parse_epilogue(ops[:-1] if softmax else ops, acc_scale=scale)
         except UnsupportedOpError as exc:
             raise UnsupportedOpError(f"gemm chain: {_name(layer)}: {exc}") from None
         if epi.residual and position == 0:
             raise UnsupportedOpError(
                 f"gemm chain: {_name(layer)} has epilogue {ops}; the first GEMM's output is the "
                 "intermediate, which takes no residual: lower the layers apart")
+        if softmax:
+            if epi.act != Activation.NONE:
+                raise UnsupportedOpError(
+                    f"gemm chain: {_name(layer)} has epilogue {ops}; the softmax reads the "
+                    "accumulator, so only a bias may come before it")
+            epi = dataclasses.replace(epi, softmax=iexp_constants())
         out.append(epi)
+    if out[0].softmax and out[1].gelu:
+        raise UnsupportedOpError(
+            f"gemm chain {_name(first)} -> {_name(second)}: softmax and I-GELU share the "
+            "normalizer's constant registers; lower the layers apart")
     return out[0], out[1]
 
 
@@ -150,11 +172,13 @@ def footprint(tiles: dict[str, int], n_extent: int, order: str, dim: int
 
 
 def choose_tiles(first: Layer, second: Layer, params: IsaParams, order: str = "mlkn",
-                 tiles: dict[str, int] | None = None) -> dict[str, int]:
+                 tiles: dict[str, int] | None = None, whole_l: bool = False
+                 ) -> dict[str, int]:
     """Tiles (DIM multiples, at most each dimension rounded up to DIM) that fit the memories.
 
     Given tiles are kept (cut to their dimension); the others start at their whole dimension
-    and the largest one the overflowing memory holds is halved until the buffers fit.
+    and the largest one the overflowing memory holds is halved until the buffers fit
+    (``whole_l``, as a softmax needs: never the l tile).
     `InfeasibleError` names the layers, the rows needed and the rows available when nothing
     fits.
     """
@@ -171,6 +195,10 @@ def choose_tiles(first: Layer, second: Layer, params: IsaParams, order: str = "m
             raise ConfigError(f"gemm chain tiles: {name}={value!r} must be a positive multiple "
                               f"of DIM={dim}")
     t = {d: min(given.get(d, full[d]), full[d]) for d in TILE_DIMS}
+    if whole_l and t["l"] < full["l"]:
+        raise InfeasibleError(f"gemm chain {_name(first)} -> {_name(second)}: the softmax "
+                              f"needs whole rows of C, but the l tile is {t['l']} < "
+                              f"{full['l']}")
 
     def fits() -> tuple[bool, dict, dict]:
         sp, acc = footprint(t, n, order, dim)
@@ -183,7 +211,7 @@ def choose_tiles(first: Layer, second: Layer, params: IsaParams, order: str = "m
         # Shrink only tiles of the memory that overflows (the accumulator holds C and E).
         over_acc = sum(acc.values()) > params.acc_rows
         free = [d for d in _SHRINK_ORDER if d not in given and t[d] > dim
-                and (d in acc_dims or not over_acc)]
+                and (d in acc_dims or not over_acc) and not (whole_l and d == "l")]
         if not free:
             hint = ("pass smaller tiles" if given else "the tiles are already DIM")
             if order == "mlkn":
@@ -245,12 +273,33 @@ def _tile_matmul(out: list, dim: int, a_base: int, w_base: int, w_stride: int, c
                     operand(mc, rc, a_base + rb * tm + m0), operand(mc, cc, GARBAGE)))
 
 
+# The normalizer passes over a row: (command of a row's other blocks, of its last block).
+SOFTMAX_PASSES = ((NormCmd.MAX, NormCmd.MAX), (NormCmd.SUM_EXP, NormCmd.INV_SUM_EXP),
+                  (NormCmd.RESET, NormCmd.RESET))
+
+
+def _softmax_moves(out: list, dim: int, c_acc: int, c_sp: int, tm: int, rows: int,
+                   cols: int) -> None:
+    """The C tile's rows through the normalizer into the scratchpad (module docstring): per
+    row, each pass moves its blocks one at a time, the last one with the pass's final
+    command; only the last pass writes."""
+    blocks = -(-cols // dim)
+    for r in range(rows):
+        for other, last in SOFTMAX_PASSES:
+            for lb in range(blocks):
+                cmd = last if lb == blocks - 1 else other
+                out.append(new_instruction(
+                    Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r, norm=int(cmd)),
+                    operand(1, min(dim, cols - lb * dim), c_sp + lb * tm + r)))
+
+
 def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                      tiles: dict[str, int] | None = None, order: str = "mlkn", *,
                      acc_scales: tuple[float, float] = (1.0, 1.0),
                      batched_weights: bool = False) -> LoweredChain:
     """Lower the chain ``E = requant(requant(A @ B + bias_C) @ D + bias_E + residual)`` (each
-    epilogue term where the layer's epilogue has it) to one fused trace (module docstring).
+    epilogue term where the layer's epilogue has it; the first requant a softmax where the first
+    GEMM ends in one) to one fused trace (module docstring).
 
     Args:
         first: the GEMM A (M x K) x B (K x L) (``Layer.gemm(M, K_red=K, N_out=L, batch)``).
@@ -265,9 +314,11 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
 
     Raises:
         ConfigError: the layers do not chain, or a bad tile or order.
-        UnsupportedOpError: an epilogue op other than bias, add, relu and gelu, a residual on
-            the first GEMM, or two GEMMs' I-GELU constants that differ.
-        InfeasibleError: the tiles do not fit (names the layers, rows needed and available).
+        UnsupportedOpError: an epilogue op other than bias, add, relu and gelu (and the first
+            GEMM's softmax, last, after a bias at most), a residual on the first GEMM, two
+            GEMMs' I-GELU constants that differ, or I-GELU beside a softmax.
+        InfeasibleError: the tiles do not fit, or a softmax's l tile is not all of L (names
+            the layers, rows needed and available).
     """
     if order not in ORDERS:
         raise ConfigError(f"gemm chain order {order!r}: use one of {', '.join(ORDERS)}")
@@ -275,7 +326,7 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     epis = chain_epilogues(first, second, acc_scales)
     params = IsaParams.from_hardware(hw)
     dim = params.dim
-    t = choose_tiles(first, second, params, order, tiles)
+    t = choose_tiles(first, second, params, order, tiles, whole_l=epis[0].softmax is not None)
     tm, tk, tl, tn = (t[d] for d in TILE_DIMS)
     sp_rows, acc_rows = footprint(t, n, order, dim)
     regions, start = [], 0
@@ -300,6 +351,7 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                                  "two sets of constants (one config_norm holds one)")
     if gelus:
         em.config_norm(*gelus.pop())
+    softmax = epis[0].softmax
     init_c, init_e = (e.init for e in epis)
     per_mvin = params.max_block_len
     reads: dict[str, int] = {}
@@ -366,13 +418,18 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                         _tile_matmul(em.out, dim, a_sp, b_sp, tk, c_acc, tm, mv, kv, lv,
                                      overwrite=k0 == 0 and not init_c)
                     # C stays on chip: requantized into the scratchpad, never to DRAM.
-                    em.config_st(n, act=epis[0].act, acc_scale=epis[0].acc_scale)
-                    for lb in range(-(-lv // dim)):
-                        for r0 in range(0, mv, dim):
-                            em.out.append(new_instruction(
-                                Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r0),
-                                operand(min(dim, mv - r0), min(dim, lv - lb * dim),
-                                        c_sp + lb * tm + r0)))
+                    if softmax:
+                        em.config_st(n, act=Activation.NONE, acc_scale=epis[0].acc_scale)
+                        em.config_softmax(*softmax)
+                        _softmax_moves(em.out, dim, c_acc, c_sp, tm, mv, lv)
+                    else:
+                        em.config_st(n, act=epis[0].act, acc_scale=epis[0].acc_scale)
+                        for lb in range(-(-lv // dim)):
+                            for r0 in range(0, mv, dim):
+                                em.out.append(new_instruction(
+                                    Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r0),
+                                    operand(min(dim, mv - r0), min(dim, lv - lb * dim),
+                                            c_sp + lb * tm + r0)))
                     for n0 in range(n_lo, n_hi, tn):
                         nv = min(tn, n_hi - n0)
                         if not d_resident:

@@ -71,10 +71,12 @@ def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
                               full_output=epi.full_output, gelu=epi.gelu)
 
 
-def check_scales(first_k: int, second_k: int) -> tuple[float, float]:
+def check_scales(first_k: int, second_k: int, softmax: bool = False) -> tuple[float, float]:
     """Accumulator scales that keep random int8 products in int8 range (about 85 of 128 for
-    one standard deviation), so a check compares values, not saturated ones."""
-    return tuple(1.0 / (64.0 * math.sqrt(max(1, k))) for k in (first_k, second_k))
+    one standard deviation), so a check compares values, not saturated ones; 1 for a first
+    GEMM's softmax, whose 127 / sum already maps probabilities to int8."""
+    first, second = (1.0 / (64.0 * math.sqrt(max(1, k))) for k in (first_k, second_k))
+    return (1.0 if softmax else first), second
 
 
 def random_chain_inputs(low: LoweredChain, rng: np.random.Generator
@@ -95,8 +97,9 @@ def random_chain_inputs(low: LoweredChain, rng: np.random.Generator
 
 def expected_chain_output(low: LoweredChain, arrays: dict[str, Any]) -> np.ndarray:
     """E = requant(requant(A @ B + bias_C) @ D + bias_E + residual) per batch (each epilogue
-    term where the chain has it), as the fused trace must leave it."""
-    from accel.sim.reference import gemm_acc, requantize
+    term where the chain has it; the first requant the normalizer's softmax where the chain
+    has one), as the fused trace must leave it."""
+    from accel.sim.reference import gemm_acc, requantize, softmax_rows
 
     a, b, d = arrays["A"], arrays["B"], arrays["D"]
     batch = a.shape[0]
@@ -105,8 +108,9 @@ def expected_chain_output(low: LoweredChain, arrays: dict[str, Any]) -> np.ndarr
     first, second = low.epilogues
     out = []
     for i in range(batch):
-        c = requantize(gemm_acc(a[i], b[i], arrays.get("bias_C")), first.acc_scale, first.relu,
-                       first.gelu)
+        acc = gemm_acc(a[i], b[i], arrays.get("bias_C"))
+        c = (softmax_rows(acc, first.softmax, first.acc_scale) if first.softmax else
+             requantize(acc, first.acc_scale, first.relu, first.gelu))
         e = gemm_acc(c, d[i], arrays.get("bias_E"))
         if second.residual:
             e = (e.astype(np.int64) + arrays["residual"][i]).astype(np.int32)

@@ -68,8 +68,10 @@ def operand(rows: int, cols: int, addr: int) -> int:
     return rows << 48 | cols << 32 | addr
 
 
-def acc_addr(row: int, *, accumulate: bool = False, full: bool = False) -> int:
-    return ACC_BIT | (ACCUMULATE_BIT if accumulate else 0) | (FULL_BIT if full else 0) | row
+def acc_addr(row: int, *, accumulate: bool = False, full: bool = False, norm: int = 0) -> int:
+    """An accumulator address; ``norm``: the normalizer command (`accel.isa.NormCmd`)."""
+    return (ACC_BIT | (ACCUMULATE_BIT if accumulate else 0) | (FULL_BIT if full else 0)
+            | norm << 26 | row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +158,11 @@ class Emitter:
     def config_norm(self, igelu_qb: int, igelu_qc: int) -> None:
         """The I-GELU constants."""
         self.out.append(Instruction.config_igelu(igelu_qb, igelu_qc))
+
+    def config_softmax(self, qln2: int, qln2_inv: int, qb: int, qc: int) -> None:
+        """The softmax's i-exp constants and activation (which a later config_st clears)."""
+        self.out.extend(Instruction.config_softmax(qln2, qln2_inv, qb, qc))
+        self.st = None
 
     def config_st(self, stride_bytes: int, *, act: int = Activation.NONE,
                   acc_scale: float = 1.0) -> None:

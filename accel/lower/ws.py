@@ -72,7 +72,10 @@ class Epilogue:
     """What happens to the accumulator between the first compute and the final mvout.
 
     ``gelu``: Gemmini's I-GELU on the mvout read path, as its constants ``(qb, qc)``
-    (`igelu_constants`), set by a ``config_norm`` before the moves."""
+    (`igelu_constants`), set by a ``config_norm`` before the moves. ``softmax``: the
+    normalizer's softmax over each output row, as its i-exp constants ``(qln2, qln2_inv, qb,
+    qc)`` (`iexp_constants`); only a fused chain's first GEMM applies it
+    (`accel.lower.chain`)."""
 
     bias: bool = False
     residual: bool = False
@@ -80,6 +83,7 @@ class Epilogue:
     acc_scale: float = 1.0
     full_output: bool = False
     gelu: tuple[int, int] | None = None
+    softmax: tuple[int, int, int, int] | None = None
 
     @property
     def init(self) -> bool:
@@ -88,7 +92,10 @@ class Epilogue:
 
     @property
     def act(self) -> Activation:
-        """The activation of the requantizing moves (``config_st``)."""
+        """The activation of the requantizing moves (softmax's most significant bit is set
+        by ``config_norm``, ``config_st`` holds the other two)."""
+        if self.softmax is not None:
+            return Activation.SOFTMAX
         if self.gelu is not None:
             return Activation.IGELU
         return Activation.RELU if self.relu else Activation.NONE
@@ -111,6 +118,35 @@ def igelu_constants(input_scale: float = GELU_INPUT_SCALE) -> tuple[int, int]:
         raise ConfigError(f"gelu input scale must be positive, got {input_scale}")
     s = input_scale / math.sqrt(2.0)
     return math.floor(-1.769 / s), math.floor(1.0 / (-0.2888 * s * s))
+
+
+SOFTMAX_INPUT_SCALE = 1 / 64
+"""The real value of one accumulator unit that the softmax's i-exp constants assume by default
+(a scale such as 1/sqrt(d) before the softmax is part of it; we track no quantization
+scales)."""
+
+SOFTMAX_OUTPUT_MAX = 127
+"""The normalizer's softmax writes ``127 * e_i / sum(e)`` (Gemmini's divider computes
+``127 / sum``): probabilities of scale 1/127 in int8."""
+
+
+def iexp_constants(input_scale: float = SOFTMAX_INPUT_SCALE) -> tuple[int, int, int, int]:
+    """``(qln2, qln2_inv, qb, qc)`` of I-BERT's integer exp (i-exp) for inputs of scale S, as
+    Gemmini's software sets them for its normalizer: exp(x) = 2^-z exp(p), x = -z ln2 + p,
+    exp(p) ~ a (p + b)^2 + c with a = 0.3585, b = 1.353, c = 0.344, so ``qln2 = floor(ln2 /
+    S)``, ``qln2_inv = 2^16 // qln2`` (z = (-q qln2_inv) >> 16), ``qb = floor(b / S)`` and
+    ``qc = floor(c / (a S^2))``; the result has scale a S^2, which the softmax divides out."""
+    if not input_scale > 0:
+        raise ConfigError(f"softmax input scale must be positive, got {input_scale}")
+    qln2 = math.floor(math.log(2.0) / input_scale)
+    if not 1 <= qln2 < 2 ** 16:
+        raise ConfigError(f"softmax input scale {input_scale}: ln2 / S = {qln2} must lie in "
+                          f"[1, 65536)")
+    qc = math.floor(0.344 / (0.3585 * input_scale * input_scale))
+    if qc >= 2 ** 31:
+        raise ConfigError(f"softmax input scale {input_scale} is too small: qc = {qc} does not "
+                          "fit in 32 bits")
+    return qln2, 2 ** 16 // qln2, math.floor(1.353 / input_scale), qc
 
 
 @dataclasses.dataclass(frozen=True)

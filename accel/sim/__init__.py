@@ -25,6 +25,7 @@ Gemmini RTL measurements).
 (True, True)
 """
 
+from accel.sim.decode import NORM_STAT_IDS
 from accel.sim.decode import DecodedTrace
 from accel.sim.decode import decode
 from accel.sim.engine import SimResult
@@ -37,6 +38,7 @@ from accel.sim.state import SimState
 from accel.sim.timing import TimingTable
 
 __all__ = [
+    "NORM_STAT_IDS",
     "DecodedTrace",
     "DramImage",
     "RtlModel",

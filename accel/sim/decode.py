@@ -17,9 +17,20 @@ instruction trace costs milliseconds):
    accumulator rows within capacity, DRAM bytes within the caller's DRAM image. The first bad
    instruction raises `TraceError` naming its index (in the caller's trace) and field.
 
+The normalizer's softmax state is resolved here too: every move out of the accumulator carries
+its normalizer command (``norm``, local address bits 28-26), the statistics slot ``config_norm``
+chose (``stat_id``), i-exp's constants (``iexp_qln2``, ``iexp_qln2_inv``, ``igelu_qb``,
+``igelu_qc``) and the 3-bit store activation (``config_st``'s two bits, cleared msb; a
+``config_norm`` without ``set_stats_id_only`` sets the msb, so none + msb = softmax). A move with
+a statistics command (MAX, SUM_EXP, INV_SUM_EXP) is a *statistics pass*: it reads one row and
+writes nothing, so its DRAM address is not checked.
+
 Semantics the simulator does not implement (pooling on mvout, pixel repeats, the normalizer's
-layernorm and softmax, activations on the execute path, ``loop_conv_ws``) are rejected here
-with a `TraceError` naming the field, instead of being silently mis-simulated.
+layernorm commands 1-4 and activation, activations on the execute path, ``loop_conv_ws``) are
+rejected here with a `TraceError` naming the field, instead of being silently mis-simulated;
+so are statistics passes that are not one row read through the normalizer (``rows`` != 1, the
+full-width bit, a scratchpad address), a ``stat_id`` beyond `NORM_STAT_IDS` and activations
+5-7 (``act_msb`` over relu or igelu).
 """
 
 from __future__ import annotations
@@ -31,11 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from accel.isa import LAYOUTS, Activation, Funct, IsaParams, Layout, trace_error
+from accel.isa import LAYOUTS, Activation, Funct, IsaParams, Layout, NormCmd, trace_error
 from accel.trace import Trace, TraceArrays
 
 GARBAGE = 0xFFFFFFFF
 _ROW_MASK = (1 << 26) - 1
+NORM_STAT_IDS = 4  # the normalizer's statistics slots (Gemmini's NORM_STAT_IDS)
+STAT_CMDS = (NormCmd.MAX, NormCmd.SUM_EXP, NormCmd.INV_SUM_EXP)  # commands of a statistics pass
 
 
 class Op(enum.IntEnum):
@@ -72,8 +85,11 @@ INT_COLUMNS = (
     # mvin / mvout
     "dram", "dram_stride", "rows", "cols", "local", "is_acc", "accumulate", "full",
     "elem_bytes", "block_stride", "nblocks", "act",
-    # the I-GELU constants in force (config_norm), for a move with act igelu
+    # the I-GELU constants in force (config_norm), for a move with act igelu; i-exp's qb, qc too
     "igelu_qb", "igelu_qc",
+    # moves out of the accumulator: the normalizer command (0 reset, 5-7 a statistics pass),
+    # the statistics slot and i-exp's other constants in force
+    "norm", "stat_id", "iexp_qln2", "iexp_qln2_inv",
     # mvout_spad: destination scratchpad row (its source row is "local")
     "dst",
     # preload / compute operands: A, B-or-D, C (C of a compute comes from its preload)
@@ -147,12 +163,34 @@ class DecodedTrace:
     macs: int = 0
     array_macs: int = 0
     moves_to_spad: bool = False
+    uses_norm: bool = False  # statistics passes or the softmax activation on an acc move
 
     def __len__(self) -> int:
         return int(self.ints.shape[0])
 
     def column(self, name: str) -> np.ndarray:
         return self.ints[:, COL[name]]
+
+    def stat_passes(self) -> np.ndarray:
+        """Which instructions are statistics passes (mvout / mvout_spad with a MAX, SUM_EXP or
+        INV_SUM_EXP command): they read accumulator rows but write nothing."""
+        return np.isin(self.column("norm"), np.array([int(c) for c in STAT_CMDS]))
+
+    @property
+    def dram_read_bytes(self) -> int:
+        """Bytes the mvins read from DRAM."""
+        is_mvin = self.column("op") == Op.MVIN
+        return int(np.sum(np.where(is_mvin, self._move_bytes(), 0)))
+
+    @property
+    def dram_write_bytes(self) -> int:
+        """Bytes the mvouts write to DRAM (statistics passes write none)."""
+        writes = (self.column("op") == Op.MVOUT) & ~self.stat_passes()
+        return int(np.sum(np.where(writes, self._move_bytes(), 0)))
+
+    def _move_bytes(self) -> np.ndarray:
+        return (self.column("rows").astype(np.int64) * self.column("cols")
+                * self.column("elem_bytes"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,14 +399,39 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     if bad.any():
         raise fail(int(np.argmax(bad)), "activation layernorm is not simulated; use none, relu "
                    "or igelu", "act", "config_st")
-    # I-GELU's constants: config_norm's signed 32-bit fields, zero until one sets them.
+    # The normalizer's registers (StoreController): every config_norm sets the statistics slot;
+    # one without set_stats_id_only also sets I-GELU's / i-exp's signed 32-bit constants (zero
+    # until set), qln2 or qln2_inv (q_const_type 0 / 1) and the activation's msb.
     ln = LAYOUTS["config_norm"]
     is_norm = op == Op.CONFIG_NORM
-    igelu = {name: _forward_fill(is_norm, _field(ln, name, rs1, rs2).astype(np.int64)
-                                 .astype(np.uint32).view(np.int32).astype(np.int64), 0)
+
+    def signed(name: str) -> np.ndarray:
+        return _field(ln, name, rs1, rs2).astype(np.uint32).view(np.int32).astype(np.int64)
+
+    norm_full = is_norm & ~_field(ln, "set_stats_id_only", rs1, rs2).astype(bool)
+    stat_raw = _field(ln, "stat_id", rs1, rs2).astype(np.int64)
+    bad = is_norm & (stat_raw >= NORM_STAT_IDS)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise fail(k, f"stat_id {int(stat_raw[k])} is not a statistics slot (0.."
+                   f"{NORM_STAT_IDS - 1})", "stat_id", "config_norm")
+    stat_id = _forward_fill(is_norm, stat_raw, 0)
+    igelu = {name: _forward_fill(norm_full, signed(name), 0)
              for name in ("igelu_qb", "igelu_qc")}
+    q_type = _field(ln, "q_const_type", rs1, rs2).astype(np.int64)
+    iexp = {name: _forward_fill(norm_full & (q_type == t), signed("q_const"), 0)
+            for t, name in enumerate(("iexp_qln2", "iexp_qln2_inv"))}
     st_stride = _forward_fill(is_st, _field(ls, "stride", rs1, rs2).astype(np.int64), -1)
-    st_act = _forward_fill(is_st, st_act_raw, 0)
+    # The store activation: config_st's two bits (clearing the msb), config_norm's msb on top.
+    act_msb = _forward_fill(is_st | norm_full, np.where(
+        is_st, 0, _field(ln, "act_msb", rs1, rs2).astype(np.int64)), 0)
+    st_act = act_msb << 2 | _forward_fill(is_st, st_act_raw, 0)
+    bad = norm_full & (st_act > Activation.SOFTMAX)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise fail(k, f"act_msb over config_st's act {int(st_act[k]) & 3} makes activation "
+                   f"{int(st_act[k])}, which is none of Gemmini's; softmax (4) needs config_st "
+                   "act none", "act_msb", "config_norm")
     st_scale = _forward_fill(is_st, _f32(_field(ls, "acc_scale", rs1, rs2)),
                              np.float32(1.0)).astype(np.float32)
     st_pool = _forward_fill(is_st, _field(ls, "pool_stride", rs1, rs2).astype(np.int64), 0)
@@ -397,10 +460,12 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     bad = is_move & garbage
     if bad.any():
         raise fail(int(np.argmax(bad)), "a move needs a real local address, not garbage", "sp")
-    bad = is_move & (l_norm != 0)
+    bad = is_move & (l_norm != 0) & ((l_acc == 0) | is_mvin)
     if bad.any():
-        raise fail(int(np.argmax(bad)), "normalizer commands (local address bits 28-26) are not "
-                   "simulated", "sp")
+        raise fail(int(np.argmax(bad)), "normalizer commands (local address bits 28-26) apply "
+                   "only to moves out of the accumulator", "sp")
+    _check_norm(is_mvout, l_norm, l_full, rows, "sp", fail)
+    stats = is_mvout & np.isin(l_norm, np.array([int(c) for c in STAT_CMDS]))
     bad = is_move & (rows > dim)
     if bad.any():
         k = int(np.argmax(bad))
@@ -452,14 +517,16 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     offset = dram_addr.astype(np.int64) - np.int64(dram_base)
     big = dram_addr > _u64(np.iinfo(np.int64).max)
     end = offset + (rows - 1) * stride + row_bytes
-    bad = live & (big | (offset < 0) | (end > (dram_bytes if dram_bytes is not None else end)))
+    bad = live & ~stats & (big | (offset < 0)
+                           | (end > (dram_bytes if dram_bytes is not None else end)))
     if bad.any():
         k = int(np.argmax(bad))
         raise fail(k, f"DRAM bytes {int(dram_addr[k]):#x}..{int(dram_base) + int(end[k]) - 1:#x}"
                    f" fall outside the DRAM image [{dram_base:#x}, "
                    f"{dram_base + dram_bytes:#x})", "dram")
+    touches_dram = is_move & ~stats  # a statistics pass touches no DRAM
     cols_out.update(
-        dram=np.where(is_move, offset, 0), dram_stride=np.where(is_move, stride, 0),
+        dram=np.where(touches_dram, offset, 0), dram_stride=np.where(touches_dram, stride, 0),
         rows=np.where(is_move, rows, 0), cols=np.where(is_move, cols, 0),
         local=np.where(is_move, l_row, 0), is_acc=np.where(is_move, l_acc, 0),
         accumulate=np.where(is_mvin, l_accum, 0), full=np.where(is_mvout, l_full, 0),
@@ -467,6 +534,9 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
         nblocks=nblocks, act=np.where(is_mvout, st_act, 0),
         igelu_qb=np.where(is_mvout, igelu["igelu_qb"], 0),
         igelu_qc=np.where(is_mvout, igelu["igelu_qc"], 0))
+    acc_out = is_mvout & (l_acc == 1)
+    cols_out.update(norm=np.where(acc_out, l_norm, 0), stat_id=np.where(acc_out, stat_id, 0),
+                    **{name: np.where(acc_out, v, 0) for name, v in iexp.items()})
     fl_out["scale"] = np.where(is_mvin, np.choose(ld_of, ld_scale),
                                np.where(is_mvout, st_scale, np.float32(1.0))).astype(np.float32)
 
@@ -475,10 +545,13 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     is_msp = op == Op.MVOUT_SPAD
     src_raw = _field(ms, "src", rs1, rs2).astype(np.int64)
     dst_raw = _field(ms, "dst", rs1, rs2).astype(np.int64)
-    bad = is_msp & (((src_raw >> 29) != 0b100) | ((src_raw >> 26) & 7 != 0))
+    bad = is_msp & ((src_raw >> 29) != 0b100)
     if bad.any():
-        raise fail(int(np.argmax(bad)), "the source must be a plain accumulator address (no "
-                   "accumulate, full-width or normalizer bits)", "src", "mvout_spad")
+        raise fail(int(np.argmax(bad)), "the source must be an accumulator address (no "
+                   "accumulate or full-width bits)", "src", "mvout_spad")
+    src_norm = (src_raw >> 26) & 7
+    _check_norm(is_msp, src_norm, np.zeros(n, np.int64), rows, "src", fail, "mvout_spad")
+    msp_stats = is_msp & np.isin(src_norm, np.array([int(c) for c in STAT_CMDS]))
     bad = is_msp & ((dst_raw >> 26) != 0)
     if bad.any():
         raise fail(int(np.argmax(bad)), "the destination must be a plain scratchpad address",
@@ -500,7 +573,9 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     for name, values in (("rows", rows), ("cols", cols), ("local", src_row),
                          ("is_acc", np.ones(n, np.int64)), ("nblocks", np.ones(n, np.int64)),
                          ("act", st_act), ("dst", dst_row), ("igelu_qb", igelu["igelu_qb"]),
-                         ("igelu_qc", igelu["igelu_qc"])):
+                         ("igelu_qc", igelu["igelu_qc"]), ("norm", src_norm),
+                         ("stat_id", stat_id), ("iexp_qln2", iexp["iexp_qln2"]),
+                         ("iexp_qln2_inv", iexp["iexp_qln2_inv"])):
         cols_out[name] = np.where(is_msp, values, cols_out[name])
     fl_out["scale"] = np.where(is_msp, st_scale, fl_out["scale"]).astype(np.float32)
 
@@ -653,11 +728,35 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
                        | ((is_pre | is_comp) & (bd["garbage"] == 0) & (bd["acc"] == 1)))).any())
     alloc = SimShape(dim, memory_bucket(shape.sp_rows), memory_bucket(shape.acc_rows),
                      shape.dma_max_bytes)
+    acc_reads = (is_mvout & (l_acc == 1) & (l_full == 0)) | is_msp
+    uses_norm = bool((stats | msp_stats).any()
+                     or (acc_reads & (st_act == Activation.SOFTMAX)).any())
     return DecodedTrace(ints=ints.astype(np.int32), floats=floats, origin=origin, shape=alloc,
                         dram_bytes=-1 if dram_bytes is None else int(dram_bytes),
                         uses_os=uses_os, reads_acc_operands=reads_acc,
                         macs=int(macs.sum()), array_macs=int(fed.sum()) * dim * dim,
-                        moves_to_spad=bool(is_msp.any()))
+                        moves_to_spad=bool(is_msp.any()), uses_norm=uses_norm)
+
+
+def _check_norm(sel: np.ndarray, norm: np.ndarray, full: np.ndarray, rows: np.ndarray,
+                field: str, fail: Any, mnemonic: str | None = None) -> None:
+    """Reject the normalizer commands the simulator does not run (layernorm's 1-4) and
+    statistics passes that are not one row through the normalizer."""
+    bad = sel & (norm >= NormCmd.SUM) & (norm <= NormCmd.INV_STDDEV)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise fail(k, f"normalizer command {int(norm[k])} ({NormCmd(int(norm[k])).name}, "
+                   "layernorm's) is not simulated; softmax uses 0, 5, 6 and 7", field, mnemonic)
+    stats = sel & (norm >= NormCmd.MAX)
+    bad = stats & (full == 1)
+    if bad.any():
+        raise fail(int(np.argmax(bad)), "a statistics pass (normalizer command 5-7) reads "
+                   "through the normalizer, not full width (bit 29)", field, mnemonic)
+    bad = stats & (rows != 1)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise fail(k, f"a statistics pass (normalizer command {int(norm[k])}) moves one row, "
+                   f"not {int(rows[k])}", "rows", mnemonic)
 
 
 def pad_decoded(decoded: DecodedTrace, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -686,6 +785,8 @@ __all__ = [
     "FCOL",
     "FLOAT_COLUMNS",
     "INT_COLUMNS",
+    "NORM_STAT_IDS",
+    "STAT_CMDS",
     "UNIT_NAMES",
     "DecodedTrace",
     "Op",

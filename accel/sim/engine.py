@@ -46,7 +46,8 @@ class SimResult:
     to several); ``macs`` / ``array_macs``: the computes' useful MACs and what the array spent
     (`DecodedTrace`); ``dram``: the final DRAM bytes (None when only timing was simulated);
     ``image``: the `DramImage` the run started from, if any, so `read` can name tensors;
-    ``decoded``: the `DecodedTrace` that ran (its columns say what each instruction moved).
+    ``decoded``: the `DecodedTrace` that ran (its columns say what each instruction moved;
+    `DecodedTrace.dram_read_bytes` / ``dram_write_bytes`` count the DRAM bytes).
     """
 
     cycles: int
@@ -182,7 +183,8 @@ def _fstatic(preps: Sequence[_Prepared], with_data: bool) -> FuncStatic | None:
         dram_len=_pow2(size + 1, 1 << 20), max_blocks=shape.max_blocks, row_bytes=shape.row_bytes,
         uses_os=any(p.decoded.uses_os for p in preps),
         reads_acc=any(p.decoded.reads_acc_operands for p in preps),
-        moves_to_spad=any(p.decoded.moves_to_spad for p in preps))
+        moves_to_spad=any(p.decoded.moves_to_spad for p in preps),
+        normalizer=any(p.decoded.uses_norm for p in preps))
 
 
 def _result(prep: _Prepared, state: dict[str, np.ndarray], start: np.ndarray, end: np.ndarray,

@@ -16,9 +16,23 @@ Semantics (``ExecuteController.scala``, ``AccumulatorScale.scala``, ``Configs.sc
 * mvout: local rows (blocks DIM rows apart) to DRAM rows ``dram + r * stride``. From the
   accumulator: ``float32(x) * acc_scale`` rounded to nearest even, saturated to int8, then
   ReLU if ``config_st`` says so; with the full-width bit, the int32 values themselves.
+  I-GELU (activation 3) applies `igelu` first; softmax (4) see below.
 * mvout_spad (baco extension): accumulator rows ``local + r`` to scratchpad rows ``dst + r``,
-  ``cols`` columns, through the mvout read path (``config_st`` scale and ReLU, saturated to
-  int8); no DRAM access.
+  ``cols`` columns, through the mvout read path (``config_st`` scale and activation, saturated
+  to int8); no DRAM access.
+* The normalizer's softmax (``Normalizer.scala``, ``StoreController.scala``; I-BERT's `iexp`):
+  `NORM_STAT_IDS` statistics slots of int32 ``running_max`` and ``max`` (reset INT32_MIN),
+  int32 ``sum`` (reset 0, wrapping) and float32 ``inv_sum_exp`` (0); ``config_norm`` picks the
+  slot ``s`` the moves use. A move out of the accumulator hands each row's DIM-wide blocks to the
+  normalizer with its command (local address bits 28-26; a non-last block gets the command's
+  non-reset form, INV_SUM_EXP -> SUM_EXP). Over the block's valid elements: MAX sets
+  ``running_max = max(running_max, x)``, ``max = running_max``; SUM_EXP adds
+  ``iexp(x - max)`` to ``sum``; INV_SUM_EXP then sets ``inv_sum_exp = float32(127) /
+  float32(sum) * acc_scale``. These statistics passes (one row) write nothing. RESET (0) is the
+  ordinary move, after which the slot's ``sum`` and ``running_max`` reset (``max`` and
+  ``inv_sum_exp`` stay); with activation softmax each element becomes ``float32(iexp(x - max))
+  * inv_sum_exp`` rounded half to even and saturated to int8. The scan carries the slots only
+  for traces that use them (`DecodedTrace.uses_norm`).
 * preload / compute, weight-stationary: the preload reads B (``bd_rows x bd_cols``, zero
   elsewhere; the garbage address is the zero matrix) into the array's shadow weights, a
   compute_preloaded makes them current, a compute_accumulated reuses the current ones. The
@@ -48,8 +62,10 @@ import dataclasses
 import jax.numpy as jnp
 from jax import lax
 
-from accel.isa import Activation
-from accel.sim.decode import COL, FCOL, Op
+from accel.isa import Activation, NormCmd
+from accel.sim.decode import COL, FCOL, NORM_STAT_IDS, Op
+
+INT32_MIN = -(1 << 31)
 
 # Error codes: which read touched never-written memory, and the field to name.
 ERROR_FIELDS = {1: "dram", 2: "sp", 3: "sp", 4: "a", 5: "bd", 6: "c", 7: "src"}
@@ -77,6 +93,7 @@ class FuncStatic:
     uses_os: bool
     reads_acc: bool
     moves_to_spad: bool = False  # the trace has mvout_spad (compiled in only then)
+    normalizer: bool = False  # the trace uses the normalizer's softmax (likewise)
 
     @property
     def dram_sink(self) -> int:
@@ -91,13 +108,46 @@ def igelu(q, qb, qc):
     return q * (jnp.where(q < 0, -poly, poly) + qc)
 
 
-def scale_to_int8(x, scale, relu, gelu=None):
-    """Gemmini's accumulator read path: I-GELU where ``gelu`` (a ``(mask, qb, qc)``), float32
-    multiply, round half to even, saturate, ReLU."""
+def _product_bits_16_47(a, b):
+    """Bits 16-47 of the signed 64-bit product of int32 ``a`` and ``b``, as int32, in 32-bit
+    arithmetic (the scan runs without x64): the unsigned product from 16-bit halves, less the
+    two's-complement corrections ``2**32 * (b if a < 0) + 2**32 * (a if b < 0)``."""
+    ua = lax.bitcast_convert_type(a, jnp.uint32)
+    ub = lax.bitcast_convert_type(b, jnp.uint32)
+    lo, sixteen = jnp.uint32(0xFFFF), jnp.uint32(16)
+    a0, a1, b0, b1 = ua & lo, ua >> sixteen, ub & lo, ub >> sixteen
+    mid = ((a1 * b1) << sixteen) + a1 * b0 + a0 * b1 + ((a0 * b0) >> sixteen)
+    mid = mid - jnp.where(a < 0, ub << sixteen, jnp.uint32(0))
+    mid = mid - jnp.where(b < 0, ua << sixteen, jnp.uint32(0))
+    return lax.bitcast_convert_type(mid, jnp.int32)
+
+
+def iexp(q, qln2, qln2_inv, qb, qc):
+    """I-BERT's integer exp as Gemmini's normalizer computes it on int32 values, wrapping as
+    the hardware does (`accel.sim.reference.iexp`)."""
+    z = _product_bits_16_47(-q, qln2_inv)
+    live = (z >= 0) & (z < 32)  # z >= 32 (or saturated to 32) shifts everything out
+    z = jnp.where(live, z, 0)
+    t = z * qln2 + q + qb
+    poly = t * t + qc
+    return jnp.where(live, lax.shift_right_logical(poly, z), 0)
+
+
+def scale_to_int8(x, scale, relu, gelu=None, softmax=None):
+    """Gemmini's accumulator read path: I-GELU where ``gelu`` (a ``(mask, qb, qc)``), the
+    softmax's ``iexp(x - max) * inv_sum_exp`` where ``softmax`` (a ``(mask, max, qln2,
+    qln2_inv, qb, qc, inv_sum_exp)``) instead of ``x * scale``, float32 multiply, round half to
+    even, saturate, ReLU."""
     if gelu is not None:
         mask, qb, qc = gelu
         x = jnp.where(mask, igelu(x, qb, qc), x)
+    if softmax is not None:
+        mask, top, qln2, qln2_inv, qb, qc, inv = softmax
+        x = jnp.where(mask, iexp(x - top, qln2, qln2_inv, qb, qc), x)
+        scale = jnp.where(mask, inv, scale)
     y = jnp.round(x.astype(jnp.float32) * scale)
+    if softmax is not None:
+        y = jnp.where(jnp.isnan(y), 0.0, y)  # 0 * inf after a zero sum
     y = jnp.clip(y, -128.0, 127.0)
     y = jnp.where(relu, jnp.maximum(y, 0.0), y)
     return y.astype(jnp.int32)
@@ -129,6 +179,16 @@ def init_state(st: FuncStatic, dram, dram_ok) -> dict:
         "os_base": jnp.zeros((d, d), jnp.int32),
         "error_index": jnp.int32(-1),
         "error_code": jnp.int32(0),
+    } | (init_norm_state() if st.normalizer else {})
+
+
+def init_norm_state() -> dict:
+    """The normalizer's statistics slots at reset (`accel.sim.state.SimState`)."""
+    return {
+        "norm_running_max": jnp.full(NORM_STAT_IDS, INT32_MIN, jnp.int32),
+        "norm_max": jnp.full(NORM_STAT_IDS, INT32_MIN, jnp.int32),
+        "norm_sum": jnp.zeros(NORM_STAT_IDS, jnp.int32),
+        "norm_inv_sum_exp": jnp.zeros(NORM_STAT_IDS, jnp.float32),
     }
 
 
@@ -167,6 +227,13 @@ def step(s, ints, floats, k, st: FuncStatic):
     ex_scale = floats[FCOL["ex_scale"]]
     ex_relu = g("ex_act") == 1
     gelu = (g("act") == Activation.IGELU, g("igelu_qb"), g("igelu_qc"))
+    if st.normalizer:
+        sid = g("stat_id")
+        stats = g("norm") >= NormCmd.MAX  # decode sets norm only on moves from the accumulator
+        softmax = (g("act") == Activation.SOFTMAX, s.norm_max[sid], g("iexp_qln2"),
+                   g("iexp_qln2_inv"), g("igelu_qb"), g("igelu_qc"), s.norm_inv_sum_exp[sid])
+    else:
+        stats, softmax = jnp.bool_(False), None
     ws = g("dataflow") == 1
     a_t = g("a_transpose") == 1
     b_t = g("b_transpose") == 1
@@ -224,7 +291,8 @@ def step(s, ints, floats, k, st: FuncStatic):
     sp_mask = jnp.where(to_sp_in, in_mask, c_mask_w & ~c_acc)
     if st.moves_to_spad:
         is_msp = op == Op.MVOUT_SPAD
-        msp_mask = (r < rows)[:, None] & (cvec < cols)[None, :] & is_msp
+        msp_read = (r < rows)[:, None] & (cvec < cols)[None, :] & is_msp
+        msp_mask = msp_read & ~stats  # a statistics pass writes no row
         sp_mask = jnp.where(is_msp, widen(msp_mask, False), sp_mask)
         sp_rows_w = jnp.where(is_msp, widen(g("dst") + r, -1), c_idx_w)
     else:
@@ -286,10 +354,10 @@ def step(s, ints, floats, k, st: FuncStatic):
     sp_new = jnp.where(to_sp_in, sp_in, sp_c).astype(jnp.int8)
     if st.moves_to_spad:
         # mvout_spad writes no accumulator row, so the new accumulator is the one it reads.
-        src_idx = jnp.where(msp_mask.any(axis=1), g("local") + r, acc_sink)
-        moved = scale_to_int8(acc[src_idx], scale, g("act") == 1, gelu)
+        src_idx = jnp.where(msp_read.any(axis=1), g("local") + r, acc_sink)
+        moved = scale_to_int8(acc[src_idx], scale, g("act") == 1, gelu, softmax)
         sp_new = jnp.where(is_msp, widen(moved, 0), sp_new).astype(jnp.int8)
-        errors.append((jnp.any(msp_mask & ~acc_ok[src_idx]), 7))
+        errors.append((jnp.any(msp_read & ~acc_ok[src_idx]), 7))
     sp = s.sp.at[sp_idx].set(jnp.where(sp_mask, sp_new, old_sp))
     sp_ok = s.sp_ok.at[sp_idx].set(old_sp_ok | sp_mask)
 
@@ -314,7 +382,8 @@ def step(s, ints, floats, k, st: FuncStatic):
 
     # ---- mvout: DRAM writes --------------------------------------------------------------------
     full = g("full") == 1
-    small = jnp.where(is_acc, scale_to_int8(a_vals, scale, g("act") == 1, gelu), s_vals)
+    small = jnp.where(is_acc, scale_to_int8(a_vals, scale, g("act") == 1, gelu, softmax),
+                      s_vals)
     bytes8 = lax.bitcast_convert_type(
         small.astype(jnp.int8).transpose(1, 0, 2).reshape(d, nb * d), jnp.uint8)
     if nb * d < rb:
@@ -325,12 +394,15 @@ def step(s, ints, floats, k, st: FuncStatic):
         bytes32 = jnp.concatenate(
             [bytes32, jnp.zeros((d, rb - bytes32.shape[1]), jnp.uint8)], axis=1)
     out_bytes = jnp.where(full, bytes32[:, :rb], bytes8[:, :rb])
-    out_mask = byte_mask & is_mvout
+    out_mask = byte_mask & is_mvout & ~stats
     didx_out = jnp.where(out_mask, didx, st.dram_sink).reshape(-1)
     dram = s.dram.at[didx_out].set(out_bytes.reshape(-1))
     dram_ok = s.dram_ok.at[didx_out].set(True)
     # mvin's DRAM check reads the new validity (an mvin stores nothing to DRAM).
     errors.append((jnp.any(in_bytes & ~dram_ok[didx_in]), 1))
+
+    # ---- the normalizer's statistics -------------------------------------------------------------
+    norm = _normalizer(s, g, acc, scale, st) if st.normalizer else {}
 
     # ---- first error ---------------------------------------------------------------------------
     err_index, err_code = s.error_index, s.error_code
@@ -340,8 +412,43 @@ def step(s, ints, floats, k, st: FuncStatic):
         err_code = jnp.where(take, code, err_code)
     return s.set(sp=sp, sp_ok=sp_ok, acc=acc, acc_ok=acc_ok, dram=dram, dram_ok=dram_ok,
                  preloaded=preloaded, weights=weights, os_acc=os_acc, os_base=os_base,
-                 error_index=err_index, error_code=err_code)
+                 error_index=err_index, error_code=err_code, **norm)
 
 
-__all__ = ["ERROR_DETAILS", "ERROR_FIELDS", "FuncStatic", "init_state", "rounding_shift",
-           "scale_to_int8", "step"]
+def _normalizer(s, g, acc, scale, st: FuncStatic) -> dict:
+    """The statistics slot after a move out of the accumulator (module docstring): a
+    statistics pass (one row) updates it from the row's valid elements, any other move resets
+    its ``sum`` and ``running_max``. A row's blocks reach the normalizer one after another, but
+    max and wrapping int32 sums are associative, so the whole row is reduced at once."""
+    d, nb = st.dim, st.max_blocks
+    op, cmd, sid = g("op"), g("norm"), g("stat_id")
+    blk = jnp.arange(nb, dtype=jnp.int32)
+    cvec = jnp.arange(d, dtype=jnp.int32)
+    through = ((op == Op.MVOUT) & (g("is_acc") == 1)) | (op == Op.MVOUT_SPAD)
+    live_blk = through & (g("rows") > 0) & (blk < g("nblocks"))  # [nb]
+    live = jnp.any(live_blk)
+    # Row 0 of each block: all a statistics pass (rows == 1) reads.
+    vals = acc[jnp.where(live_blk, g("local") + blk * d, st.acc_rows)]  # [nb, d]
+    valid = live_blk[:, None] & ((blk[:, None] * d + cvec[None, :]) < g("cols"))
+    running, top = s.norm_running_max[sid], s.norm_max[sid]
+    total, inv = s.norm_sum[sid], s.norm_inv_sum_exp[sid]
+    new_running = jnp.maximum(running, jnp.max(jnp.where(valid, vals, INT32_MIN)))
+    exps = iexp(vals - top, g("iexp_qln2"), g("iexp_qln2_inv"), g("igelu_qb"), g("igelu_qc"))
+    new_total = total + jnp.sum(jnp.where(valid, exps, 0), dtype=jnp.int32)
+    new_inv = jnp.float32(127.0) / new_total.astype(jnp.float32) * scale
+    is_max = live & (cmd == NormCmd.MAX)
+    is_sum = live & ((cmd == NormCmd.SUM_EXP) | (cmd == NormCmd.INV_SUM_EXP))
+    reset = live & (cmd == NormCmd.RESET)
+    return {
+        "norm_running_max": s.norm_running_max.at[sid].set(
+            jnp.where(is_max, new_running, jnp.where(reset, INT32_MIN, running))),
+        "norm_max": s.norm_max.at[sid].set(jnp.where(is_max, new_running, top)),
+        "norm_sum": s.norm_sum.at[sid].set(
+            jnp.where(is_sum, new_total, jnp.where(reset, 0, total))),
+        "norm_inv_sum_exp": s.norm_inv_sum_exp.at[sid].set(
+            jnp.where(live & (cmd == NormCmd.INV_SUM_EXP), new_inv, inv)),
+    }
+
+
+__all__ = ["ERROR_DETAILS", "ERROR_FIELDS", "NORM_STAT_IDS", "FuncStatic", "iexp", "igelu",
+           "init_norm_state", "init_state", "rounding_shift", "scale_to_int8", "step"]

@@ -26,7 +26,10 @@ class SimState:
       ``preloaded`` is the preloaded D); ``os_acc``, ``os_base``: int32 ``[DIM, DIM]`` the OS
       array's accumulators and the accumulator rows they add to;
     * ``error_index``: int32, first instruction that read never-written memory (-1: none);
-      ``error_code``: which operand (`accel.sim.functional.ERROR_FIELDS`).
+      ``error_code``: which operand (`accel.sim.functional.ERROR_FIELDS`);
+    * ``norm_running_max``, ``norm_max``, ``norm_sum``: int32 ``[NORM_STAT_IDS]`` and
+      ``norm_inv_sum_exp``: float32 ``[NORM_STAT_IDS]``, the normalizer's statistics slots
+      (``None`` unless the trace uses the normalizer, `accel.sim.functional`).
 
     Timing (cycles, int32; queues 0 load, 1 execute, 2 store):
 
@@ -54,6 +57,10 @@ class SimState:
     os_base: Any = None
     error_index: Any = None
     error_code: Any = None
+    norm_running_max: Any = None
+    norm_max: Any = None
+    norm_sum: Any = None
+    norm_inv_sum_exp: Any = None
     last_issue: Any = None
     rs_done: Any = None
     rs_count: Any = None

@@ -27,6 +27,10 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 * mvout_spad (baco extension): the store queue reads one accumulator row per cycle through
   the same scaling pipeline as an mvout and writes it to the scratchpad; no DMA and no DRAM
   latency: done ``mvout_read_cycles + spad_write_cycles`` after the last row is read.
+* a statistics pass (an mvout or mvout_spad with a normalizer command MAX, SUM_EXP or
+  INV_SUM_EXP, `DecodedTrace.stat_passes`) holds the store queue one cycle per accumulator row
+  it reads (its blocks) and is done ``mvout_read_cycles`` later; it writes nothing, so it uses
+  no DMA, no DRAM latency and no scratchpad write.
 * preload / compute: the array takes one row of A (and one of B or D) per cycle. A compute
   takes ``max(a_rows, bd_rows, min_compute_rows)`` cycles (``total_rows`` in
   ``ExecuteController``; full DIM under OS); a preload that loads weights takes DIM cycles, of
@@ -187,6 +191,7 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
 
     # Moves.
     is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
+    stats = decoded.stat_passes()
     row_bytes = c["cols"] * c["elem_bytes"]
     reqs_per_row = np.where(row_bytes > 0, -(-row_bytes // table.dma_max_bytes), 0)
     reqs = c["rows"] * reqs_per_row
@@ -195,7 +200,7 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     bus = np.ceil(total_bytes / bw).astype(np.int64)
     issue = np.ceil(reqs * table.request_interval_cycles()).astype(np.int64)
     move = is_mvin | is_mvout
-    dma = np.where(move, bus, 0)
+    dma = np.where(move & ~stats, bus, 0)
     occ = np.where(is_mvin, np.maximum(issue, bus), occ)
     post = np.where(is_mvin, table.dram_latency_cycles + table.mvin_write_cycles, post)
     # mvout: the store queue reads local rows (one per cycle per block) through the scaling
@@ -207,6 +212,10 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     is_msp = op == Op.MVOUT_SPAD
     occ = np.where(is_msp, c["rows"], occ)
     post = np.where(is_msp, table.mvout_read_cycles + table.spad_write_cycles, post)
+    # Statistics passes: the rows' read through the pipeline, nothing written.
+    occ = np.where(stats, local_rows, occ)
+    dma_offset = np.where(stats, 0, dma_offset)
+    post = np.where(stats, table.mvout_read_cycles, post)
 
     # Execute.
     os = c["dataflow"] == 0
@@ -268,7 +277,8 @@ def access_runs(decoded: DecodedTrace) -> tuple[np.ndarray, np.ndarray]:
     is_msp = op == Op.MVOUT_SPAD
     ones = np.ones(n, np.int64)
     reads[:, 0] = np.where(is_msp[:, None], np.stack([base, col["rows"], ones], 1), reads[:, 0])
-    writes[:, 0] = np.where(is_msp[:, None], np.stack([col["dst"], col["rows"], ones], 1),
+    msp_writes = is_msp & ~decoded.stat_passes()  # a statistics pass writes no row
+    writes[:, 0] = np.where(msp_writes[:, None], np.stack([col["dst"], col["rows"], ones], 1),
                             writes[:, 0])
     is_pre = op == Op.PRELOAD
     is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)

@@ -8,13 +8,16 @@ simulated yardstick runs a fused chain as one trace. Prints per chain the simula
 DRAM bytes of both, the gains on the three yardsticks, the designs' areas, and the geomean
 gains (``--json``: JSON). ``--area-budget`` holds both searches to one area. ``--epilogues``
 gives every chain an MLP block's epilogues (first GEMM + bias -> relu, second GEMM + bias +
-residual), which the fused trace applies on chip. ``--config`` runs one experiment config's
+residual), which the fused trace applies on chip. ``--free-between`` drops the host ops
+(softmax, a scale, a mask add...) between every chained pair, as if an on-chip unit applied
+them at no cost: both searches then see the same network, and the gain is what fusing every
+chain could give at most. ``--config`` runs one experiment config's
 network instead, with its ``codesign`` section (``--set KEY=VALUE`` overrides it, as for
 ``baco run``; the budget and seed come from the config), the fusion switch flipped.
 
     .venv/bin/python experiments/bench/fusion_codesign.py [--budget 1000] [--seed 0] \\
         [--suite bmm_chain|conv_chain] [--chains G1 G2 ...] [--area-budget MM2] \\
-        [--epilogues] [--config CONFIG.yaml [--set KEY=VALUE ...]] [--json]
+        [--epilogues] [--free-between] [--config CONFIG.yaml [--set KEY=VALUE ...]] [--json]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
+from accel.lower import split_epilogue  # noqa: E402
 from baco.codesign import codesign  # noqa: E402
 from baco.config import CodesignConfig, ExperimentConfig  # noqa: E402
 from baco.fusion import fused_chains  # noqa: E402
@@ -47,6 +51,36 @@ def _with_epilogues(net: Network) -> Network:
     layers = [dataclasses.replace(x, epilogue=MLP_EPILOGUES[min(net.order.index(i), 1)])
               for i, x in enumerate(net.layers)]
     return dataclasses.replace(net, layers=tuple(layers), epilogues=epilogues)
+
+
+def _free_between(net: Network) -> Network:
+    """`net` with the host ops of every chain's producer dropped, and the ops on the path
+    between the two GEMMs with them, so that every chain of GEMMs fuses."""
+    epilogues = list(net.epilogues)
+    layers = list(net.layers)
+    chains = []
+    for chain in net.chains:
+        p = chain.positions[0]
+        on_chip, host = split_epilogue(epilogues[p])
+        if host:
+            epilogues[p] = on_chip
+            layers[net.order[p]] = dataclasses.replace(layers[net.order[p]], epilogue=on_chip)
+            chain = dataclasses.replace(chain, between=())
+        chains.append(chain)
+    return dataclasses.replace(net, layers=tuple(layers), epilogues=tuple(epilogues),
+                               chains=tuple(chains))
+
+
+def _chain_share(net: Network, layers) -> dict[str, float]:
+    """The fraction of the unfused design's simulated cycles and energy in chained layers."""
+    by_index = {x.index: x for x in layers}
+    share = {}
+    for key in ("cycles", "energy_pj"):
+        total = sum(x.count * getattr(x, key) for x in layers)
+        chained = sum(getattr(by_index[net.order[p]], key)
+                      for chain in net.chains for p in chain.positions)
+        share[key] = chained / total
+    return share
 
 
 def _judged(result, config):
@@ -71,6 +105,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="codesign.area_budget_mm2 for both searches (default: none)")
     parser.add_argument("--epilogues", action="store_true",
                         help="an MLP block's bias, relu and residual on every chain")
+    parser.add_argument("--free-between", action="store_true",
+                        help="drop the host ops between chained GEMMs (the gain's ceiling)")
     parser.add_argument("--config", default=None, help="an experiment config: its network")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a --config value")
@@ -88,6 +124,8 @@ def main(argv: list[str] | None = None) -> dict:
     for net in nets:
         if args.epilogues:
             net = _with_epilogues(net)
+        if args.free_between:
+            net = _free_between(net)
         row = {"chain": net.name}
         for fusion in (False, True):
             config = dataclasses.replace(base, fusion=fusion)
@@ -106,6 +144,8 @@ def main(argv: list[str] | None = None) -> dict:
                    for name in YARDSTICKS},
                 "dram_bytes": sum(x.count * (x.dram_read_bytes + x.dram_write_bytes)
                                   for x in judged.layers) if sim else None}
+            if not fusion and judged.simulated:
+                row["chain_share"] = _chain_share(net, judged.layers)
         row["gain"] = {name: row["apart"][f"{name}_edp"] / row["fused"][f"{name}_edp"]
                        for name in YARDSTICKS if row["fused"][f"{name}_edp"]}
         rows.append(row)
@@ -117,8 +157,13 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{row['gain']['instruction_aware']:.2f}x plain {row['gain']['plain']:.2f}x"
                   f"  area {row['apart']['area_mm2']:.3g} -> {row['fused']['area_mm2']:.3g} mm2"
                   f"  fused {row['fused']['fused']}", flush=True)
+            if "chain_share" in row:
+                print(f"     apart, the chained layers take {row['chain_share']['cycles']:.1%} "
+                      f"of the simulated cycles and {row['chain_share']['energy_pj']:.1%} of "
+                      "the energy", flush=True)
     out = {"suite": args.config or args.suite, "budget": base.budget_samples, "seed": base.seed,
-           "epilogues": args.epilogues, "rows": rows,
+           "epilogues": args.epilogues,
+           "free_between": args.free_between, "rows": rows,
            "geomean_gain": {name: _geomean([r["gain"][name] for r in rows])
                             for name in YARDSTICKS if all(name in r["gain"] for r in rows)}}
     if args.json:

@@ -153,6 +153,12 @@ FIXED = [  # tiles in DIM units
          epilogues=(("bias",), ("add",))),
     dict(batch=1, m=7, k=6, l_=10, n=5, tiles={"l": 1}, scales=(1e-4, 1 / 300),
          epilogues=(("bias", "gelu"), ("bias", "add"))),   # the FFN block's I-GELU
+    # Attention: the mask as qk's bias, the normalizer's softmax over whole rows of C (L not
+    # a DIM multiple, m tiles), then av with a bias and residual; and a batched one alone.
+    dict(batch=2, m=9, k=7, l_=10, n=5, tiles={"m": 1}, scales=(1.0, 1 / 60),
+         epilogues=(("bias", "softmax"), ("bias", "add"))),
+    dict(batch=3, m=5, k=4, l_=19, n=6, order="mnlk", batched=True, scales=(1.0, 1 / 60),
+         epilogues=(("softmax",), ())),
 ]
 
 
@@ -218,6 +224,17 @@ def test_layers_that_do_not_chain_are_refused():
                          Layer.gemm(M=8, K_red=6, N_out=4), D4)
     with pytest.raises(UnsupportedOpError, match="softmax"):
         lower_gemm_chain(a, Layer.gemm(M=8, K_red=6, N_out=4, epilogue=("softmax",)), D4)
+    # The softmax reads raw rows (nothing but a bias before it), needs them whole, and shares
+    # its constant registers with I-GELU.
+    gemm = Layer.gemm(M=8, K_red=6, N_out=4)
+    for ops, match in ((("relu", "softmax"), "only a bias"), (("softmax", "bias"), "bias")):
+        with pytest.raises(UnsupportedOpError, match=match):
+            lower_gemm_chain(dataclasses.replace(a, epilogue=ops), gemm, D4)
+    scores = dataclasses.replace(a, epilogue=("softmax",))
+    with pytest.raises(InfeasibleError, match="whole rows"):
+        lower_gemm_chain(scores, gemm, D4, tiles={"l": 4})
+    with pytest.raises(UnsupportedOpError, match="I-GELU"):
+        lower_gemm_chain(scores, dataclasses.replace(gemm, epilogue=("gelu",)), D4)
     with pytest.raises(ConfigError, match="conv2d"):
         lower_gemm_chain(Layer.conv2d(R=3, S=3, P=4, Q=4, C=8, K=6), a, D4)
 
@@ -241,13 +258,15 @@ def test_mvout_spad_encoding_text_and_binary_round_trip():
     assert err.value.field == "rs1"
 
 
-@pytest.mark.parametrize("src, dst, field", [
-    (LocalAddr.sp(0), LocalAddr.sp(0), "src"),
-    (LocalAddr.accumulator(0, full=True), LocalAddr.sp(0), "src"),
-    (LocalAddr.accumulator(0), LocalAddr.accumulator(0), "dst"),
+@pytest.mark.parametrize("src, dst, rows, field", [
+    (LocalAddr.sp(0), LocalAddr.sp(0), 4, "src"),
+    (LocalAddr.accumulator(0, full=True), LocalAddr.sp(0), 4, "src"),
+    (LocalAddr.accumulator(0), LocalAddr.accumulator(0), 4, "dst"),
+    (LocalAddr.accumulator(0, norm=2), LocalAddr.sp(0), 1, "src"),   # layernorm's mean
+    (LocalAddr.accumulator(0, norm=5), LocalAddr.sp(0), 4, "rows"),  # a stats pass: one row
 ])
-def test_bad_mvout_spad_operands_are_refused(src, dst, field):
-    trace = Trace([Instruction.mvout_spad(src, dst, 4, 4)])
+def test_bad_mvout_spad_operands_are_refused(src, dst, rows, field):
+    trace = Trace([Instruction.mvout_spad(src, dst, rows, 4)])
     with pytest.raises(TraceError) as err:
         trace.validate(chain(1, 4, 4, 4, 4, D4).low.params)
     assert err.value.field == field
@@ -268,3 +287,24 @@ def test_mvout_spad_timing_and_unwritten_source():
     with pytest.raises(TraceError) as err:
         run(trace, D4, np.zeros(64, np.uint8))
     assert err.value.index == 1 and err.value.field == "src"
+
+
+def test_a_softmax_trace_validates_and_its_statistics_passes_write_nothing():
+    """Trace.validate takes the normalizer's commands on moves out of the accumulator (one row
+    for a statistics pass) and `Trace.accesses` has those passes write only the normalizer's
+    state, which orders them; mvin and scratchpad moves take no command."""
+    first = Layer.gemm(M=5, K_red=4, N_out=7, epilogue=("softmax",))
+    low = lower_gemm_chain(first, Layer.gemm(M=5, K_red=7, N_out=3), D4)
+    low.trace.validate(low.params)
+    spad = [(ins, acc) for ins, acc in zip(low.trace, low.trace.accesses(low.params))
+            if ins.mnemonic == "mvout_spad"]
+    stats = [(ins, acc) for ins, acc in spad if ins["src"].norm]
+    assert len(stats) == 2 * len(spad) // 3 and {ins["src"].norm for ins, _ in stats} == {5, 6, 7}
+    assert all([r.space for r in acc.writes] == ["norm"] for _, acc in stats)
+    params = low.params
+    for ins, field in ((Instruction.mvout(0x100, LocalAddr.accumulator(0, norm=6), 2, 4), "rows"),
+                       (Instruction.mvout(0x100, LocalAddr(0, norm=5), 1, 4), "sp"),
+                       (Instruction.mvin(0x100, LocalAddr.accumulator(0, norm=5), 1, 4), "sp")):
+        with pytest.raises(TraceError) as err:
+            Trace([ins]).validate(params)
+        assert err.value.field == field

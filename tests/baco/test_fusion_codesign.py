@@ -36,11 +36,18 @@ def _g(name: str) -> Network:
 def test_groups_take_lowerable_gemm_chains_and_count_the_rest_by_reason():
     groups, skipped = fusion_groups(_g("G10"))
     assert [(g.first, g.second, g.instances) for g in groups] == [(0, 1, 1)] and not skipped
-    # BERT's FFN blocks (bias, GELU -> bias, residual) are one group of twelve; its attention
-    # blocks (a scale, the mask and a softmax between) stay apart.
-    (ffn,), skipped = fusion_groups(load("bert"))
-    assert ffn.instances == 12 and sum(skipped.values()) == 12
+    # BERT's attention blocks (the mask as qk's bias, the scale and softmax -> av) and its FFN
+    # blocks (bias, GELU -> bias, residual) are one group of twelve each.
+    (attention, ffn), skipped = fusion_groups(load("bert"))
+    assert attention.instances == ffn.instances == 12 and not skipped
+    assert attention.softmax and not ffn.softmax
+    assert [x.epilogue for x in attention.layers] == [("bias", "softmax"), ()]
     assert [x.epilogue for x in ffn.layers] == [("bias", "gelu"), ("bias", "add")]
+    # Without the softmax unit's row rule (a softmax over another axis) the chain stays apart.
+    net = load("bert")
+    odd = [("bias", "softmax_axis") if e == ("bias", "softmax") else e for e in net.epilogues]
+    groups, skipped = fusion_groups(dataclasses.replace(net, epilogues=tuple(odd)))
+    assert [g.softmax for g in groups] == [False] and sum(skipped.values()) == 12
     # Two chain instances over the same unique layers are one group; a chain reusing a layer
     # of an earlier one is left apart.
     a = Layer.gemm(M=32, K_red=16, N_out=48, name="a")
@@ -196,6 +203,46 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     moved = jax.tree_util.tree_map(lambda a, b: float(abs(a - b).max()), grad, grad0)
     assert max(jax.tree_util.tree_leaves(moved)) > 1e-3
     assert search._Search(net, HW, CodesignConfig(budget_samples=1000)).settings.fusion == ()
+
+
+def test_an_onnx_attention_block_fuses_through_the_normalizer_and_simulates_bit_exactly():
+    """q @ k / 8 + mask -> softmax -> @ v: the chain is a group whose first GEMM carries the
+    mask as its bias and the softmax; fused on the Gemmini default it moves less DRAM than
+    apart, the judged area includes the normalizer, and its one trace (the softmax's three
+    passes per row) matches numpy with the check's scales, as `baco simulate --check` runs it."""
+    from accel.arch import unit_area_mm2
+    from accel.lower import lower_gemm_chain
+    from accel.lower.check import check_scales, expected_chain_output, random_chain_inputs
+    from accel.sim import run
+    from baco.fusion import plan_chain_tiles
+    from workloads.onnx_import import from_onnx
+    from workloads.zoo.builder import GraphBuilder
+
+    b = GraphBuilder("attention")
+    q, k, v = (b.input(n, s) for n, s in (("q", (1, 2, 64, 32)), ("k", (1, 2, 32, 64)),
+                                           ("v", (1, 2, 64, 32))))
+    s = b.add(b.div(b.matmul(q, k, name="qk"), b.scalar(8.0)), b.input("mask", (1, 1, 1, 64)))
+    b.output(b.matmul(b.softmax(s), v, name="av"))
+    net = from_onnx(b.build())
+    (group,), skipped = fusion_groups(net)
+    assert not skipped and group.softmax
+    first, second = group.layers
+    tiles = plan_chain_tiles(first, second, HW)
+    assert tiles["l"] == 64                       # whole rows of the scores
+    _, (design,), _ = _scores(net, [HW])
+    layers, counts = list(net.layers), list(net.counts)
+    judged = yardsticks(layers, counts, design, fused=[group])
+    apart = yardsticks(layers, counts, design)
+    moved = judged.layers[-1].dram_read_bytes + judged.layers[-1].dram_write_bytes
+    assert moved < sum(x.dram_read_bytes + x.dram_write_bytes for x in apart.layers)
+    assert judged.area_mm2 == pytest.approx(apart.area_mm2 + path_area_mm2(HW, softmax=True))
+    assert path_area_mm2(HW, softmax=True) > unit_area_mm2(HW, "normalizer") > 0
+    low = lower_gemm_chain(first, second, HW, tiles,
+                           acc_scales=check_scales(first.C, second.C, softmax=True))
+    arrays, image, initialized = random_chain_inputs(low, np.random.default_rng(0))
+    out = run(low.trace, HW, image, initialized=initialized)
+    want = expected_chain_output(low, arrays)
+    assert np.array_equal(low.layout.read(out.dram, "E"), want) and np.abs(want).max() > 8
 
 
 def test_an_onnx_mlp_block_fuses_with_its_biases_and_residual_and_simulates_bit_exactly():

@@ -193,7 +193,8 @@ def test_unfused_reaches_its_compulsory_traffic_when_everything_fits():
 
 
 EPILOGUES = [((), ()), (("bias",), ()), ((), ("bias", "add")), (("bias", "relu"), ("add",)),
-             (("relu",), ("bias", "relu"))]
+             (("relu",), ("bias", "relu")), (("bias", "softmax"), ()),
+             (("softmax",), ("bias", "add"))]
 
 
 def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
@@ -218,6 +219,8 @@ def test_model_traffic_equals_the_bytes_the_simulated_fused_trace_moves():
         tiles["n"] = -(-n // dim) * dim
         shared = i % 2 == 1     # a Layer GEMM's batch shares B and D; a BMM's does not
         ops = EPILOGUES[i % len(EPILOGUES)]
+        if ops[0][-1:] == ("softmax",):
+            tiles["l"] = -(-l_ // dim) * dim      # the softmax needs whole rows of C
         first = Layer.gemm(M=m, K_red=k, N_out=l_, batch=batch, epilogue=ops[0])
         second = Layer.gemm(M=m, K_red=l_, N_out=n, batch=batch, epilogue=ops[1])
         low = lower_gemm_chain(first, second, hw, tiles, "mlkn", batched_weights=not shared)
@@ -304,3 +307,15 @@ def test_relaxed_chain_metrics_equal_the_exact_ones_at_divisors_and_follow_the_a
     # energy for the fused chain.
     grad = jax.grad(lambda kb: fused_pj(kb)[0])(jnp.float32(64.0))
     assert float(grad) < 0
+
+
+def test_the_chain_model_s_constants_are_the_simulator_s():
+    """`CHAIN_STEP_CYCLES` and `NORM_MOVE_CYCLES` restate accel/sim/timing.py's table."""
+    from accel.sim.timing import TimingTable
+    from perfmodels.fusion import CHAIN_STEP_CYCLES, NORM_MOVE_CYCLES
+
+    t = TimingTable()
+    assert CHAIN_STEP_CYCLES == t.spad_read_cycles + t.acc_write_cycles + t.mvout_read_cycles
+    stats = 1 + t.mvout_read_cycles                    # reads its row, done that much later
+    written = stats + t.spad_write_cycles
+    assert NORM_MOVE_CYCLES == pytest.approx((2 * stats + written) / 3 / t.rs_entries_store)

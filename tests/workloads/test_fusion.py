@@ -221,6 +221,9 @@ def test_cli_show_lists_chains(capsys):
     out = capsys.readouterr().out
     assert ("chain 0: gemm_chain  encoder.layer.0.attention.self.qk -> div -> add -> softmax "
             "-> encoder.layer.0.attention.self.av") in out
-    assert "codesign.fusion can fuse 12 of 24 chains; 12 apart: ops between" in out
+    assert "codesign.fusion can fuse 24 of 24 chains\n" in out
     assert main(["workloads", "show", "bmm_chain/G10"]) == 0
     assert "codesign.fusion can fuse 1 of 1 chains\n" in capsys.readouterr().out
+    assert main(["workloads", "show", "resnet50"]) == 0
+    assert ("codesign.fusion can fuse 0 of 32 chains; 32 apart: a convolution with a window"
+            in capsys.readouterr().out)

@@ -879,3 +879,49 @@ def test_a_matmul_bias_add_and_erf_gelu_join_the_epilogue_as_bias_and_gelu():
     b.output(b.add(b.linear(x, 32, bias=False, name="fc"), b.weight("r", (8, 1))))
     (layer,) = from_onnx(b.build()).layers
     assert layer.epilogue == ("add",)
+
+
+def _scores(name: str, mask_shape, scale: str = "div", axis: int = -1, softmax: bool = True):
+    """q @ k -> (/ or *) 8 -> + mask -> softmax(axis) -> @ v, BERT's self-attention."""
+    from workloads.zoo.builder import GraphBuilder
+
+    b = GraphBuilder(name)
+    q, k, v = b.input("q", (1, 2, 8, 4)), b.input("k", (1, 2, 4, 8)), b.input("v", (1, 2, 8, 4))
+    s = b.matmul(q, k, name="qk")
+    s = b.div(s, b.scalar(8.0)) if scale == "div" else b.mul(s, b.scalar(0.125))
+    if mask_shape:
+        s = b.add(s, b.input("mask", mask_shape))
+    if softmax:
+        s = b.softmax(s, axis=axis)
+    b.output(b.matmul(s, v, name="av"))
+    return b.build()
+
+
+@pytest.mark.parametrize("scale", ["div", "mul"])
+def test_scaled_masked_softmax_joins_as_bias_and_softmax(scale):
+    """Attention's scores: the scalar is part of the softmax's input scale, the mask (one value
+    per key) the layer's bias; the chain qk -> av lists the nodes between."""
+    from workloads.onnx_import import from_onnx
+
+    net = from_onnx(_scores("attn", (1, 1, 1, 8), scale))
+    assert [layer.epilogue for layer in net.layers] == [("bias", "softmax"), ()]
+    assert net.summary.epilogues == {"Add": 1, "Softmax": 1, scale.title(): 1}
+    assert_accounted(net.summary)
+    (chain,) = net.chains
+    assert chain.between == (scale, "add", "softmax")
+    # Without a mask, the softmax alone.
+    assert from_onnx(_scores("nomask", None, scale)).layers[0].epilogue == ("softmax",)
+
+
+@pytest.mark.parametrize("mask_shape,axis,softmax,expected", [
+    pytest.param((1, 1, 8, 8), -1, True, ("div", "add", "softmax"), id="mask-per-row"),
+    pytest.param((1, 1, 1, 8), 2, True, ("div", "add", "softmax_axis"), id="other-axis"),
+    pytest.param((1, 1, 1, 8), -1, False, ("div", "add"), id="no-softmax"),
+])
+def test_other_score_patterns_keep_their_ops(mask_shape, axis, softmax, expected):
+    """A mask that differs per query row is no bias, a softmax over the rows is no row
+    softmax, and a scale without a softmax after it stays a division."""
+    from workloads.onnx_import import from_onnx
+
+    net = from_onnx(_scores("other", mask_shape, axis=axis, softmax=softmax))
+    assert net.layers[0].epilogue == expected
