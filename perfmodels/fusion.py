@@ -54,8 +54,9 @@ from workloads.network import Network
 
 __all__ = ["NORM_MOVE_CYCLES", "VALID_ORDERS", "ChainCost", "ChainDims", "ChainEpilogue",
            "ClosedForm", "Tiling", "Unfused", "ceil_trips", "chain_cost", "chain_data_volume",
-           "chain_metrics", "chain_words", "closed_form_optimum", "order_array", "relaxed_chain_tiles",
-           "relaxed_trips", "search_chain_tiles", "tile_candidates", "unfused_data_volume"]
+           "chain_metrics", "chain_words", "closed_form_optimum", "order_array",
+           "relaxed_chain_tiles", "relaxed_trips", "search_chain_tiles", "tile_candidates",
+           "unfused_data_volume"]
 
 LOOPS = "mkln"  # loop ids index (M, K, L, N), Chimera's names
 WEIGHTS = ("B", "D")  # the operands a `Layer` GEMM's batch shares

@@ -717,7 +717,8 @@ class _Converter:
         if len(node.output) != 1:
             return False
         if k in self.absorbed:
-            self.owner[node.output[0]] = self.owner[node.input[0]]
+            self.owner[node.output[0]] = next(self.owner[n] for n in node.input
+                                              if n in self.owner)
             return True
         out_shape = self.shapes.get(node.output[0])
         gelu = self._gelu(node, k)

@@ -125,11 +125,6 @@ SOFTMAX_INPUT_SCALE = 1 / 64
 (a scale such as 1/sqrt(d) before the softmax is part of it; we track no quantization
 scales)."""
 
-SOFTMAX_OUTPUT_MAX = 127
-"""The normalizer's softmax writes ``127 * e_i / sum(e)`` (Gemmini's divider computes
-``127 / sum``): probabilities of scale 1/127 in int8."""
-
-
 def iexp_constants(input_scale: float = SOFTMAX_INPUT_SCALE) -> tuple[int, int, int, int]:
     """``(qln2, qln2_inv, qb, qc)`` of I-BERT's integer exp (i-exp) for inputs of scale S, as
     Gemmini's software sets them for its normalizer: exp(x) = 2^-z exp(p), x = -z ln2 + p,

@@ -890,7 +890,7 @@ def _scores(name: str, mask_shape, scale: str = "div", axis: int = -1, softmax: 
     s = b.matmul(q, k, name="qk")
     s = b.div(s, b.scalar(8.0)) if scale == "div" else b.mul(s, b.scalar(0.125))
     if mask_shape:
-        s = b.add(s, b.input("mask", mask_shape))
+        s = b.add(b.input("mask", mask_shape), s)    # the mask first, as some exporters do
     if softmax:
         s = b.softmax(s, axis=axis)
     b.output(b.matmul(s, v, name="av"))
