@@ -441,9 +441,10 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
       compute of an m tile, with fewer than DIM rows, leaves the rest exposed; relaxed
       trips expose none); each C tile then drains (``2 DIM + CHAIN_STEP_CYCLES``) and moves
       its ``T_M ceil(T_L/DIM)`` rows to the scratchpad one a cycle before GEMM2 reads it
-      (with a softmax, each row of each block three times, one move each: its max, its sum of
-      exponentials and the written pass, `NORM_MOVE_CYCLES` a move): all of that is the
-      ``use`` side;
+      (with a softmax, each row of each block three times instead, one move each: its max,
+      its sum of exponentials and the written pass, `NORM_MOVE_CYCLES` a move, in series
+      with the rest: they fill the store queue, whose stall holds back every later command):
+      all of that is the ``use`` side;
     * DRAM moves `chain_words` (A, B, D read, E written; int8, a word a byte) and, given an
       ``epilogue``, its operands (`ChainEpilogue.elements`; an int32 bias element is four
       bytes and, as a layer's O words, one word on chip) at the DRAM level's bandwidth, in
@@ -475,7 +476,6 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     preloads = b * trips_m * (kb * lb + lb * nb)
     moved_rows = b * m * lb
     read_rows = moved_rows * (3.0 if epilogue.softmax else 1.0)   # C rows read from acc
-    move_cycles = read_rows * (NORM_MOVE_CYCLES if epilogue.softmax else 1.0)
     c_tiles = b * trips_m * trips_l
     _, _, words = chain_words((b, m, k, l_, n), jnp.stack([tm, tk, tl, n]), "mlkn", trips,
                               shared_weights=shared_weights)
@@ -496,9 +496,15 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
         m_rows = jnp.minimum(tm, m)
         edge = m - (trips_m - 1.0) * m_rows
         waits = b * ((trips_m - 1.0) * exposed(m_rows) + exposed(edge)) * (kb * lb + lb * nb)
-        use = use + waits + move_cycles + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
+        use = use + waits + c_tiles * (2 * d + CHAIN_STEP_CYCLES)
+        if not epilogue.softmax:
+            use = use + moved_rows
     cycles = pipeline_cycles(use, dram / lv.bandwidth_words[top], lv.latency_cycles[top],
                              loads, 2.0, load_latency)
+    if load_latency and epilogue.softmax:
+        # The passes' one-row moves fill the store queue, which stalls the issue of every
+        # later command (the next tiles' loads too): they run in series with the rest.
+        cycles = cycles + read_rows * NORM_MOVE_CYCLES
     # Words per level [level, tensor] (registers, accumulator, scratchpad, DRAM).
     reg, acc, sp = 0, 1, 2
     zeros = jnp.zeros((template.num_levels, 3))
