@@ -41,6 +41,7 @@ _EXPORTS = {
     "where": ("baco.dsl", "where"),
     "maximum": ("baco.dsl", "maximum"),
     "gelu": ("baco.dsl", "gelu"),
+    "softmax": ("baco.dsl", "softmax"),
     "minimum": ("baco.dsl", "minimum"),
     "make_block_ptr": ("baco.dsl", "make_block_ptr"),
     "advance": ("baco.dsl", "advance"),

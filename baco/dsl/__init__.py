@@ -7,7 +7,8 @@ mask=...)`` writes it; ``baco.make_block_ptr`` / ``baco.advance`` describe the s
 shape, strides and offsets. Blocks have constant shapes, so block sizes are ``baco.const``
 parameters. ``baco.dot`` multiplies int8 blocks into int32; ``baco.gelu(acc)`` (I-GELU),
 ``acc * scale``, ``baco.maximum(acc, 0)`` and ``.to(baco.int8)`` (round half to even,
-saturate) form Gemmini's mvout epilogue.
+saturate) form Gemmini's mvout epilogue; ``baco.softmax(acc, mask=...)`` is its normalizer's
+row softmax (int8, 127 x the probabilities).
 
     @baco.jit
     def scale_rows(x_ptr, y_ptr, N, BLOCK: baco.const):
@@ -38,6 +39,7 @@ from baco.dsl.core import (
     make_block_ptr,
     maximum,
     minimum,
+    softmax,
     num_programs,
     program_id,
     store,
@@ -77,6 +79,7 @@ __all__ = [
     "minimum",
     "num_programs",
     "program_id",
+    "softmax",
     "store",
     "where",
     "zeros",

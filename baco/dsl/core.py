@@ -107,6 +107,14 @@ def gelu(x):
 
 
 @builtin
+def softmax(x, mask=None):
+    """Gemmini's normalizer softmax over each row of an unscaled int32 accumulator block
+    (I-BERT's i-exp with `accel.lower.iexp_constants`' defaults,
+    `accel.sim.reference.softmax_rows`): an int8 block of 127 x the probabilities. ``mask``
+    keeps a prefix of each row's columns: the others take no part and are 0."""
+
+
+@builtin
 def make_block_ptr(base, shape, strides, offsets, block_shape, order=None):
     """A pointer to a ``block_shape`` block at ``offsets`` of a ``shape`` tensor at ``base``."""
 
@@ -118,8 +126,8 @@ def advance(block_ptr, offsets):
 
 BUILTINS = {getattr(f, BUILTIN_TAG): f for f in (
     program_id, num_programs, arange, zeros, full, load, store, dot, cdiv, where, maximum,
-    minimum, gelu, make_block_ptr, advance)}
+    minimum, gelu, softmax, make_block_ptr, advance)}
 
 __all__ = ["BUILTINS", "BUILTIN_TAG", "advance", "arange", "builtin", "cdiv", "const", "dot",
            "full", "gelu", "load", "make_block_ptr", "maximum", "minimum", "num_programs",
-           "program_id", "store", "where", "zeros"]
+           "program_id", "softmax", "store", "where", "zeros"]

@@ -646,6 +646,16 @@ class FrontEnd:
                              "accumulator, before its scale)")
         return self.emit("gelu", node, [x], t)
 
+    def b_softmax(self, node, x, mask):
+        t = self.type_of(x)
+        if (not isinstance(x, Value) or t is None or t.ptr or t.block_ptr or t.dtype != int32
+                or len(t.shape) != 2):
+            raise self.error(node, "baco.softmax: the operand must be a 2-D int32 block (an "
+                             "accumulator, before any scale)")
+        m = self._mask(node, mask, t.shape, "baco.softmax")
+        return self.emit("softmax", node, [x] + ([m] if m is not None else []),
+                         Type(int8, t.shape))
+
     def b_minimum(self, node, x, y):
         if not isinstance(x, Value) and not isinstance(y, Value):
             return min(x, y)

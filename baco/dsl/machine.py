@@ -203,6 +203,17 @@ class Machine:
 
         return as_type(igelu(np.asarray(x, np.int32), *igelu_constants()), op.results[0].type)
 
+    def op_softmax(self, op: Op, x: Any, mask: Any = None) -> Any:
+        from accel.lower import iexp_constants
+        from accel.sim.reference import softmax_rows
+
+        x = np.asarray(x, np.int32)
+        keep = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)
+        out = np.zeros(x.shape, np.int8)
+        for r in range(x.shape[0]):
+            out[r, keep[r]] = softmax_rows(x[r:r + 1, keep[r]], iexp_constants())[0]
+        return as_type(out, op.results[0].type)
+
     def op_where(self, op: Op, c: Any, x: Any, y: Any) -> Any:
         return self._select(op, np.where, c, x, y)
 

@@ -20,6 +20,10 @@ data movement and compute become instructions:
   attention) moves into the scratchpad by ``mvout_spad`` with the same scale, ReLU and
   saturation: the intermediate never goes to DRAM (`accel.lower.chain` is the same fusion for
   layers).
+* ``softmax(acc, mask=...)`` runs on Gemmini's normalizer as its software drives it: row by
+  row, the moves out of the block (``mvout_spad`` for a dot operand, ``mvout`` for a store)
+  make three passes over the valid columns, MAX, SUM_EXP (INV_SUM_EXP on the last block) and
+  the written one with the softmax activation; the mask keeps the same prefix of every row.
 
 Scratchpad blocks are allocated from a ring (so consecutive loads land in different rows and
 can overlap with computes), accumulator blocks per program instance; a block that does not fit
@@ -36,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
-from accel.isa import Instruction, IsaParams, LocalAddr
-from accel.lower import igelu_constants
+from accel.isa import Instruction, IsaParams, LocalAddr, NormCmd
+from accel.lower import iexp_constants, igelu_constants
+from accel.lower.chain import SOFTMAX_PASSES
 from accel.sim import DramImage, SimResult
 from accel.sim import run as sim_run
 from accel.trace import Trace
@@ -116,10 +121,12 @@ class AccView:
     scale: float | None = None
     relu: bool = False
     gelu: bool = False
+    softmax_cols: int | None = None   # the normalizer's softmax over this many columns
 
     @property
     def act(self) -> str:
-        """The activation its requantizing move applies (``config_st``'s)."""
+        """The activation its requantizing move applies (``config_st``'s; a softmax's is set
+        by ``config_norm``)."""
         return "igelu" if self.gelu else "relu" if self.relu else "none"
 
 
@@ -260,6 +267,28 @@ class SimCodegen(Machine):
         self.ld_lru.append(ident)
         return ident
 
+    def config_softmax(self) -> None:
+        """The normalizer's softmax for the next moves: scale 1 (127 x the probabilities)."""
+        self.config_st(None, "none", 1.0)
+        self.ins.extend(Instruction.config_softmax(*iexp_constants()))
+        self.st_config = None     # the activation is now softmax: config_st must clear it
+        self.igelu_set = False    # i-exp's qb and qc took I-GELU's registers
+
+    def softmax_moves(self, tile: AccTile, row: int, cols: int, write_cols: int,
+                      move) -> None:
+        """A row's three passes through the normalizer: ``move(block, local, cols)`` emits one
+        move of that many columns; the statistics cover ``cols``, the written pass
+        ``write_cols``."""
+        d = self.dim
+        mb, lr = divmod(row, d)
+        blocks = -(-cols // d)
+        for other, last in SOFTMAX_PASSES:
+            written = last == NormCmd.RESET
+            for nb in range(-(-write_cols // d) if written else blocks):
+                cmd = int(last if nb == blocks - 1 else other)
+                n = min(d, (write_cols if written else cols) - nb * d)
+                move(nb, LocalAddr.accumulator(tile.row(mb, nb, d) + lr, norm=cmd), n)
+
     def config_st(self, stride_bytes: int | None, act: str, scale: float) -> None:
         if act == "igelu" and not self.igelu_set:
             self.ins.append(Instruction.config_igelu(*igelu_constants()))
@@ -398,6 +427,17 @@ class SimCodegen(Machine):
         nrb, ncb = tile.written.shape
         base = self.sp_alloc(nrb * ncb * d, loc, f"a {rows}x{cols} on-chip block")
         sp = SpTile(base, nrb * ncb * d, ncb, np.zeros((nrb, ncb, 2), np.int64))
+        if view.softmax_cols is not None:
+            n = view.softmax_cols
+            for rb in range(nrb):
+                for cb in range(ncb):
+                    sp.valid[rb, cb] = (min(d, rows - rb * d), max(0, min(d, n - cb * d)))
+            self.config_softmax()
+            for r in range(rows):
+                self.softmax_moves(tile, r, n, n, lambda nb, src, k, r=r: self.ins.append(
+                    Instruction.mvout_spad(src, sp.row(r // d, nb, d) + r % d, 1, k)))
+            self.sp_tiles.append(sp)
+            return OnChipBlock(sp, (rows, cols))
         self.config_st(None, view.act, 1.0 if view.scale is None else view.scale)
         for rb in range(nrb):
             for cb in range(ncb):
@@ -597,6 +637,27 @@ class SimCodegen(Machine):
                                "before its scale, relu or cast (Gemmini's I-GELU)")
         return dataclasses.replace(view, gelu=True)
 
+    def op_softmax(self, op: Op, x: Any, mask: Any = None) -> Any:
+        if not isinstance(x, (AccView, DotExpr)):
+            raise op.loc.error("sim backend: baco.softmax applies to an accumulator block (a "
+                               "dot result) as it moves out; other values run on the "
+                               "interpreter")
+        view = self.materialize(x, op.loc)
+        tile = self.fresh(view, op.loc)
+        if view.dtype != int32 or view.scale is not None or view.act != "none":
+            raise op.loc.error("sim backend: baco.softmax reads the raw int32 accumulator "
+                               "(Gemmini's normalizer): no scale, relu, gelu or cast before it")
+        rows, cols = tile.shape
+        keep = (np.ones((rows, cols), bool) if mask is None
+                else np.broadcast_to(np.asarray(mask, bool), (rows, cols)))
+        n = _prefix(keep)
+        if (not np.array_equal(keep, np.arange(cols)[None, :] < n[:, None])
+                or len(set(n.tolist())) != 1 or n[0] == 0):
+            raise op.loc.error("sim backend: the softmax mask must keep the same non-empty "
+                               "prefix of every row's columns (the normalizer's moves cover "
+                               "the valid columns)")
+        return dataclasses.replace(view, dtype=int8, softmax_cols=int(n[0]))
+
     def op_minimum(self, op: Op, x: Any, y: Any) -> Any:
         if _is_data(x) or _is_data(y):
             raise op.loc.error("sim backend: minimum on data blocks has no Gemmini form; "
@@ -642,7 +703,7 @@ class SimCodegen(Machine):
                                "pointers; make the pointer block the value's shape")
         ptype = op.operands[0].type.dtype
         if ptype == int32:
-            if view.scale is not None or view.act != "none":
+            if view.scale is not None or view.act != "none" or view.softmax_cols is not None:
                 raise op.loc.error("sim backend: int32 stores are raw accumulator reads "
                                    "(no activation or scale); convert with .to(baco.int8)")
             full = True
@@ -655,6 +716,9 @@ class SimCodegen(Machine):
         touched = {(r0 // d, nb) for r0, _, _, _, p in runs for nb in range(-(-p // d))}
         self.ensure_written(tile, sorted(touched))
         esize = ptype.numpy.itemsize
+        if view.softmax_cols is not None:
+            self.store_softmax(op, arg, tile, view.softmax_cols, runs, esize)
+            return
         step = self.max_cols[full] // d
         scale = 1.0 if view.scale is None else view.scale
         for r0, n, off0, stride, p in runs:
@@ -665,6 +729,22 @@ class SimCodegen(Machine):
                 self.ins.append(Instruction.mvout(
                     self.addr[arg] + (off0 + nb0 * d) * esize,
                     LocalAddr.accumulator(tile.row(mb, nb0, d) + lr, full=full), n, ncols))
+        self.stored.add(arg)
+
+    def store_softmax(self, op: Op, arg: int, tile: AccTile, cols: int, runs: list,
+                      esize: int) -> None:
+        """A softmax block to DRAM: each stored row's three passes (`softmax_moves`); the
+        statistics passes write nothing, the last one the row's stored columns."""
+        if any(p > cols for *_, p in runs):
+            raise op.loc.error("sim backend: the store keeps more columns than the softmax's "
+                               "mask; store its valid columns only")
+        self.config_softmax()
+        d = self.dim
+        for r0, n, off0, stride, p in runs:
+            for i in range(n):
+                at = self.addr[arg] + (off0 + i * (stride or 0)) * esize
+                self.softmax_moves(tile, r0 + i, cols, p, lambda nb, src, k, at=at: (
+                    self.ins.append(Instruction.mvout(at + nb * d * esize, src, 1, k))))
         self.stored.add(arg)
 
     # ------------------------------------------------------------------ result

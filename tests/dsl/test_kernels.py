@@ -131,3 +131,35 @@ def test_a_chain_of_two_dots_keeps_its_intermediate_on_chip(kernel):
     assert counts["mvout_spad"] > 0
     stored = sum(ins["rows"] for ins in report.trace if ins.mnemonic == "mvout")
     assert stored == m                # E's rows only: C is never written to DRAM
+
+
+def test_attention_with_the_normalizer_softmax_matches_numpy_on_both_backends(kernel):
+    """One attention head: Q @ K^T + mask, Gemmini's softmax (the normalizer's passes), @ V.
+    Both backends equal numpy's (`accel.sim.reference.softmax_rows` over the valid keys) bit
+    for bit; the scores move on chip (mvout_spad, statistics passes included) and only O's
+    rows reach DRAM."""
+    from accel.lower import iexp_constants
+    from accel.sim.reference import softmax_rows
+
+    kernel = kernel("attention", "attention_kernel")
+    rng = np.random.default_rng(9)
+    m, d, l_, scale = 40, 24, 50, 1 / 64
+    # Scores of a few units of ln 2 at the softmax's input scale (1/64), so rows spread.
+    q, kt = (rng.integers(-16, 17, s).astype(np.int8) for s in ((m, d), (d, l_)))
+    v = _i8(rng, (l_, d))
+    mask = rng.integers(-300, 1, l_).astype(np.int32)
+    scores = q.astype(np.int32) @ kt.astype(np.int32) + mask
+    p = softmax_rows(scores, iexp_constants())
+    assert len(np.unique(p)) > 10                 # not one-hot: the check means something
+    o = p.astype(np.int32) @ v.astype(np.int32)
+    want = np.clip(np.rint(o.astype(np.float32) * np.float32(scale)), -128, 127).astype(np.int8)
+    runs = _both(lambda out, be: kernel[(-(-m // 16),)](q, kt, mask, v, out, m, d, l_, scale,
+                                                        BLOCK_M=16, BLOCK_D=32, BLOCK_L=64,
+                                                        backend=be),
+                 np.zeros((m, d), np.int8))
+    for backend, (out, _) in runs.items():
+        np.testing.assert_array_equal(out, want, err_msg=backend)
+    report = runs["sim"][1]
+    norms = {ins["src"].norm for ins in report.trace if ins.mnemonic == "mvout_spad"}
+    assert norms == {0, 5, 6, 7}
+    assert sum(ins["rows"] for ins in report.trace if ins.mnemonic == "mvout") == m
