@@ -126,6 +126,11 @@ class NormCmd(enum.IntEnum):
     INV_SUM_EXP = 7
 
 
+STAT_CMDS = (NormCmd.MAX, NormCmd.SUM_EXP, NormCmd.INV_SUM_EXP)
+"""The commands of a statistics pass: a softmax's row maximum and sum of exponentials, read
+through the normalizer and written nowhere."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors.
 
@@ -1157,6 +1162,7 @@ __all__ = [
     "Layout",
     "LocalAddr",
     "NormCmd",
+    "STAT_CMDS",
     "f32_bits",
     "f32_value",
     "layout_of",

@@ -36,6 +36,7 @@ from typing import NamedTuple, overload
 import numpy as np
 
 from accel.isa import (
+    STAT_CMDS,
     Instruction,
     IsaParams,
     LocalAddr,
@@ -158,13 +159,10 @@ def _local(addr: LocalAddr, count: int, stride: int, length: int, field: str) ->
     return _runs(addr.space, addr.row, count, stride, length, field)
 
 
-# Normalizer commands (`accel.isa.NormCmd`) the softmax protocol uses: MAX, SUM_EXP and
-# INV_SUM_EXP gather a row's statistics and write nothing; RESET (0) is the plain move.
-_STATS_CMDS = (5, 6, 7)
 
 
 def _stats_pass(local: LocalAddr) -> bool:
-    return local.acc and not local.is_garbage and local.norm in _STATS_CMDS
+    return local.acc and not local.is_garbage and local.norm in STAT_CMDS
 
 
 def _stats_access(local: list[Region], rows: int) -> Access:
@@ -175,7 +173,7 @@ def _stats_access(local: list[Region], rows: int) -> Access:
 
 
 def _check_norm(local: LocalAddr, rows: int, fail, field: str) -> None:
-    if local.norm and local.norm not in _STATS_CMDS:
+    if local.norm and local.norm not in STAT_CMDS:
         raise fail(f"normalizer command {local.norm} (layernorm's) is not supported; use 5 "
                    "(max), 6 (sum of exponentials) or 7 (its inverse)", field)
     if local.norm and rows != 1:

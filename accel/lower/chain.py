@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Iterator
 
 from accel.arch import HardwareConfig
 from accel.isa import Activation, Funct, IsaParams, NormCmd
@@ -273,24 +274,30 @@ def _tile_matmul(out: list, dim: int, a_base: int, w_base: int, w_stride: int, c
                     operand(mc, rc, a_base + rb * tm + m0), operand(mc, cc, GARBAGE)))
 
 
-# The normalizer passes over a row: (command of a row's other blocks, of its last block).
-SOFTMAX_PASSES = ((NormCmd.MAX, NormCmd.MAX), (NormCmd.SUM_EXP, NormCmd.INV_SUM_EXP),
-                  (NormCmd.RESET, NormCmd.RESET))
+def softmax_passes(cols: int, dim: int, write_cols: int | None = None
+                   ) -> Iterator[tuple[int, NormCmd, int]]:
+    """A row's moves through the normalizer, as Gemmini's software issues them: ``(block,
+    command, columns)`` per DIM-wide block of each pass, MAX, SUM_EXP (INV_SUM_EXP on the last
+    block) over ``cols``, then the written pass (RESET) over ``write_cols`` (default
+    ``cols``)."""
+    blocks = -(-cols // dim)
+    for other, last, span in ((NormCmd.MAX, NormCmd.MAX, cols),
+                              (NormCmd.SUM_EXP, NormCmd.INV_SUM_EXP, cols),
+                              (NormCmd.RESET, NormCmd.RESET,
+                               cols if write_cols is None else write_cols)):
+        for nb in range(-(-span // dim)):
+            yield nb, last if nb == blocks - 1 else other, min(dim, span - nb * dim)
 
 
 def _softmax_moves(out: list, dim: int, c_acc: int, c_sp: int, tm: int, rows: int,
                    cols: int) -> None:
     """The C tile's rows through the normalizer into the scratchpad (module docstring): per
-    row, each pass moves its blocks one at a time, the last one with the pass's final
-    command; only the last pass writes."""
-    blocks = -(-cols // dim)
+    row, each pass moves its blocks one at a time; only the last pass writes."""
     for r in range(rows):
-        for other, last in SOFTMAX_PASSES:
-            for lb in range(blocks):
-                cmd = last if lb == blocks - 1 else other
-                out.append(new_instruction(
-                    Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r, norm=int(cmd)),
-                    operand(1, min(dim, cols - lb * dim), c_sp + lb * tm + r)))
+        for nb, cmd, n in softmax_passes(cols, dim):
+            out.append(new_instruction(
+                Funct.MVOUT_SPAD, acc_addr(c_acc + nb * tm + r, norm=int(cmd)),
+                operand(1, n, c_sp + nb * tm + r)))
 
 
 def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
@@ -451,4 +458,4 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
 
 
 __all__ = ["ORDERS", "TILE_DIMS", "LoweredChain", "chain_dims", "chain_epilogues",
-           "chain_layout", "choose_tiles", "footprint", "lower_gemm_chain"]
+           "chain_layout", "choose_tiles", "footprint", "lower_gemm_chain", "softmax_passes"]

@@ -42,13 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from accel.isa import LAYOUTS, Activation, Funct, IsaParams, Layout, NormCmd, trace_error
+from accel.isa import (LAYOUTS, STAT_CMDS, Activation, Funct, IsaParams, Layout, NormCmd,
+                       trace_error)
 from accel.trace import Trace, TraceArrays
 
 GARBAGE = 0xFFFFFFFF
 _ROW_MASK = (1 << 26) - 1
 NORM_STAT_IDS = 4  # the normalizer's statistics slots (Gemmini's NORM_STAT_IDS)
-STAT_CMDS = (NormCmd.MAX, NormCmd.SUM_EXP, NormCmd.INV_SUM_EXP)  # commands of a statistics pass
+_STATS = np.array([int(c) for c in STAT_CMDS])  # `accel.isa.STAT_CMDS`, for np.isin
 
 
 class Op(enum.IntEnum):
@@ -174,7 +175,7 @@ class DecodedTrace:
     def stat_passes(self) -> np.ndarray:
         """Which instructions are statistics passes (mvout / mvout_spad with a MAX, SUM_EXP or
         INV_SUM_EXP command): they read accumulator rows but write nothing."""
-        return np.isin(self.column("norm"), np.array([int(c) for c in STAT_CMDS]))
+        return np.isin(self.column("norm"), _STATS)
 
     @property
     def dram_read_bytes(self) -> int:
@@ -465,7 +466,7 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
         raise fail(int(np.argmax(bad)), "normalizer commands (local address bits 28-26) apply "
                    "only to moves out of the accumulator", "sp")
     _check_norm(is_mvout, l_norm, l_full, rows, "sp", fail)
-    stats = is_mvout & np.isin(l_norm, np.array([int(c) for c in STAT_CMDS]))
+    stats = is_mvout & np.isin(l_norm, _STATS)
     bad = is_move & (rows > dim)
     if bad.any():
         k = int(np.argmax(bad))
@@ -551,7 +552,7 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
                    "accumulate or full-width bits)", "src", "mvout_spad")
     src_norm = (src_raw >> 26) & 7
     _check_norm(is_msp, src_norm, np.zeros(n, np.int64), rows, "src", fail, "mvout_spad")
-    msp_stats = is_msp & np.isin(src_norm, np.array([int(c) for c in STAT_CMDS]))
+    msp_stats = is_msp & np.isin(src_norm, _STATS)
     bad = is_msp & ((dst_raw >> 26) != 0)
     if bad.any():
         raise fail(int(np.argmax(bad)), "the destination must be a plain scratchpad address",

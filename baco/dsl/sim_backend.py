@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
-from accel.isa import Instruction, IsaParams, LocalAddr, NormCmd
+from accel.isa import Instruction, IsaParams, LocalAddr
 from accel.lower import iexp_constants, igelu_constants
-from accel.lower.chain import SOFTMAX_PASSES
+from accel.lower.chain import softmax_passes
 from accel.sim import DramImage, SimResult
 from accel.sim import run as sim_run
 from accel.trace import Trace
@@ -281,13 +281,8 @@ class SimCodegen(Machine):
         ``write_cols``."""
         d = self.dim
         mb, lr = divmod(row, d)
-        blocks = -(-cols // d)
-        for other, last in SOFTMAX_PASSES:
-            written = last == NormCmd.RESET
-            for nb in range(-(-write_cols // d) if written else blocks):
-                cmd = int(last if nb == blocks - 1 else other)
-                n = min(d, (write_cols if written else cols) - nb * d)
-                move(nb, LocalAddr.accumulator(tile.row(mb, nb, d) + lr, norm=cmd), n)
+        for nb, cmd, n in softmax_passes(cols, d, write_cols):
+            move(nb, LocalAddr.accumulator(tile.row(mb, nb, d) + lr, norm=int(cmd)), n)
 
     def config_st(self, stride_bytes: int | None, act: str, scale: float) -> None:
         if act == "igelu" and not self.igelu_set:
@@ -626,27 +621,32 @@ class SimCodegen(Machine):
                                "maximum(acc, 0), not both")
         return dataclasses.replace(view, relu=True)
 
-    def op_gelu(self, op: Op, x: Any) -> Any:
+    def raw_accumulator(self, op: Op, x: Any, not_acc: str, not_raw: str
+                        ) -> tuple[AccView, AccTile]:
+        """A unit on the read path (I-GELU, the normalizer) takes an accumulator block before
+        its scale, relu or cast: the view and its tile, else the given errors."""
         if not isinstance(x, (AccView, DotExpr)):
-            raise op.loc.error("sim backend: baco.gelu applies to an accumulator block (a dot "
-                               "result) on its mvout; other values run on the interpreter")
-        view = self.materialize(x, op.loc)
-        self.fresh(view, op.loc)
-        if view.dtype != int32 or view.scale is not None or view.act != "none":
-            raise op.loc.error("sim backend: baco.gelu comes first, on the int32 accumulator, "
-                               "before its scale, relu or cast (Gemmini's I-GELU)")
-        return dataclasses.replace(view, gelu=True)
-
-    def op_softmax(self, op: Op, x: Any, mask: Any = None) -> Any:
-        if not isinstance(x, (AccView, DotExpr)):
-            raise op.loc.error("sim backend: baco.softmax applies to an accumulator block (a "
-                               "dot result) as it moves out; other values run on the "
-                               "interpreter")
+            raise op.loc.error(not_acc)
         view = self.materialize(x, op.loc)
         tile = self.fresh(view, op.loc)
         if view.dtype != int32 or view.scale is not None or view.act != "none":
-            raise op.loc.error("sim backend: baco.softmax reads the raw int32 accumulator "
-                               "(Gemmini's normalizer): no scale, relu, gelu or cast before it")
+            raise op.loc.error(not_raw)
+        return view, tile
+
+    def op_gelu(self, op: Op, x: Any) -> Any:
+        view, _ = self.raw_accumulator(
+            op, x, "sim backend: baco.gelu applies to an accumulator block (a dot result) on "
+            "its mvout; other values run on the interpreter",
+            "sim backend: baco.gelu comes first, on the int32 accumulator, before its scale, "
+            "relu or cast (Gemmini's I-GELU)")
+        return dataclasses.replace(view, gelu=True)
+
+    def op_softmax(self, op: Op, x: Any, mask: Any = None) -> Any:
+        view, tile = self.raw_accumulator(
+            op, x, "sim backend: baco.softmax applies to an accumulator block (a dot result) "
+            "as it moves out; other values run on the interpreter",
+            "sim backend: baco.softmax reads the raw int32 accumulator (Gemmini's normalizer): "
+            "no scale, relu, gelu or cast before it")
         rows, cols = tile.shape
         keep = (np.ones((rows, cols), bool) if mask is None
                 else np.broadcast_to(np.asarray(mask, bool), (rows, cols)))
