@@ -103,6 +103,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     emit_kernels=args.emit_kernels, overrides=overrides, force=args.force)
 
 
+def _cmd_validate_programs(args: argparse.Namespace) -> int:
+    from baco.program_validation import YARDSTICKS, validate_programs
+
+    report = validate_programs(args.file)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{report['programs']} programs of {args.file}, each on the chip its row describes")
+    for name in YARDSTICKS:
+        f = report["yardsticks"][name]
+        print(f"  {name:17s} mape {100 * f['mape']:5.1f}%  worst {100 * f['max_abs_rel_err']:5.1f}%"
+              f"  median ratio {f['median_ratio']:.2f}  pearson {f['pearson']:.3f}  spearman "
+              f"{f['spearman']:.3f}")
+    print(f"  racing (accel.sim.hazards): {', '.join(report['racing']) or 'none'}")
+    print(f"  wrong on the chip (bit_exact false): {', '.join(report['wrong_on_chip']) or 'none'}")
+    return 0
+
+
 def _cmd_validate_rtl(args: argparse.Namespace) -> int:
     from baco.rtl_validation import MAX_SKIPPED_FRACTION, exit_status, validate_rtl
 
@@ -245,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "be evaluated are skipped and counted, and the exit status is 1 when more "
                    "than 10%% of the rows are skipped")
     p.set_defaults(func=_cmd_validate_rtl)
+
+    p = va.add_parser("programs", help="the simulator and both models against baco's own "
+                      "programs run on the chip (a CSV, its traces in the folder of the same "
+                      "stem: ID.npz), and the programs the race check flags")
+    p.add_argument("file", help="a programs CSV, e.g. data/gemmini_rtl_baco_programs.csv")
+    p.add_argument("--json", action="store_true", help="print JSON (keys programs, pearson, "
+                   "spearman, mape, max_abs_rel_err, racing, bit_exact per program, ...)")
+    p.set_defaults(func=_cmd_validate_programs)
 
     for module in _COMMAND_MODULES:
         importlib.import_module(module).register(commands)

@@ -20,9 +20,16 @@ back on the next visit (mvin3 into the accumulator, after a fence: Gemmini's loa
 queues do not order their DRAM accesses).
 
 Epilogues: bias is mvin3'd (int32, DRAM stride 0: one row repeated) into a tile's accumulator
-rows before its first compute; a residual ("add") is mvin'd as int8 (``shrunk``) on top, with
-the accumulate bit; scaling, relu and int8 saturation happen on the final mvout (``config_st``).
-Without either, the first compute into each row overwrites instead of accumulating.
+rows before its first compute. A residual ("add") without a bias is mvin'd as int8 (``shrunk``)
+into the accumulator rows the same way. With a bias, the residual goes to the scratchpad (a
+region laid out as the accumulator tile) and enters as the D operand of each row's first
+compute (weight-stationary computes add D to their product), so that nothing but the execute
+unit accumulates into the accumulator: an accumulating mvin beside the execute unit's
+accumulating writes into another accumulator bank corrupts both on the chip (its banks share
+one adder; `accel.sim.hazards`). Where the scratchpad has no room for that region, the residual
+is mvin'd with the accumulate bit between two fences instead. Scaling, relu and int8 saturation
+happen on the final mvout (``config_st``). Without bias or residual, the first compute into each
+row overwrites instead of accumulating.
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ from accel.lower.nest import (
 )
 from workloads.errors import ConfigError, InfeasibleError, ProgramTooLongError
 
-_NO_BASE, _A_BASE, _W_BASE, _C_BASE = range(4)
+_NO_BASE, _A_BASE, _W_BASE, _C_BASE, _R_BASE = range(5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,9 +197,11 @@ class Allocation:
         return out
 
 
-def allocate(nest: Nest, params: IsaParams) -> tuple[Allocation, TileLayout, TileLayout,
-                                                     TileLayout]:
-    """Place input and weight slots in the scratchpad and output slots in the accumulator.
+def allocate(nest: Nest, params: IsaParams, residual_in_sp: bool = False,
+             ) -> tuple[Allocation, TileLayout, TileLayout, TileLayout]:
+    """Place input and weight slots in the scratchpad and output slots in the accumulator;
+    with ``residual_in_sp``, also a residual region (as many rows and slots as the output) in
+    the scratchpad when it fits there, which ``alloc["residual"]`` then names.
 
     Raises `InfeasibleError` naming the buffer, the rows needed and the rows available.
     """
@@ -212,7 +221,11 @@ def allocate(nest: Nest, params: IsaParams) -> tuple[Allocation, TileLayout, Til
             f"accumulator: the output tile needs {acc_need} rows ({ol.rows} rows x {s1} "
             f"stage(s)) but the accumulator has {params.acc_rows} rows of {params.dim} "
             "elements; shrink the level-1 tile or its stages")
-    alloc = Allocation((inp, wgt, out), sp_need, params.sp_rows, acc_need, params.acc_rows)
+    regions = (inp, wgt, out)
+    if residual_in_sp and sp_need + out.rows <= params.sp_rows:
+        regions += (BufferRegion("residual", "sp", sp_need, ol.rows, s1),)
+        sp_need += out.rows
+    alloc = Allocation(regions, sp_need, params.sp_rows, acc_need, params.acc_rows)
     return alloc, il, wl, ol
 
 
@@ -231,7 +244,7 @@ class ComputeRecord:
 class Template:
     """One accumulator tile's program relative to base addresses, for one tile shape."""
 
-    ops: list  # (funct, rs1, base1, rs2_accumulate, rs2_overwrite, base2, a_stride)
+    ops: list  # (funct, rs1, base1, rs2, base2, rs2_first, base2_first, a_stride)
     records: list[ComputeRecord]
     block_macs: int
     array_rows: int
@@ -277,8 +290,13 @@ class _StreamChunks:
 
 
 def build_template(nest: Nest, valid: np.ndarray, il: TileLayout, wl: TileLayout,
-                   ol: TileLayout, chunks: _StreamChunks) -> Template:
-    """The computes of one accumulator tile whose in-range extents are ``valid[7]``."""
+                   ol: TileLayout, chunks: _StreamChunks, overwrite_first: bool,
+                   residual_d: bool) -> Template:
+    """The computes of one accumulator tile whose in-range extents are ``valid[7]``.
+
+    Each op has a variant for the tile's first visit: the first compute into each row
+    overwrites (``overwrite_first``: nothing was loaded into the rows) and adds the residual
+    from the scratchpad as D (``residual_d``)."""
     outer = nest.outer_inner_loops
     digits = enumerate_digits(outer)
     index = digits @ index_matrix(outer)
@@ -298,14 +316,18 @@ def build_template(nest: Nest, valid: np.ndarray, il: TileLayout, wl: TileLayout
             bd = operand(ccols, kcols, int(w_out[o]) if j == 0 else GARBAGE)
             c_rel = int(c_out[o]) + c_off
             rs2_acc = operand(rows, kcols, acc_addr(c_rel, accumulate=True))
-            rs2_over = operand(rows, kcols, acc_addr(c_rel)) if first[o] else rs2_acc
+            over = first[o] and overwrite_first
+            rs2_first = operand(rows, kcols, acc_addr(c_rel)) if over else rs2_acc
             # A config_ex may not split a preload from its compute (Gemmini's execute unit
             # pairs them), so the compute's a_stride is set before the preload.
             ops.append((Funct.PRELOAD, bd, _W_BASE if j == 0 else _NO_BASE,
-                        rs2_acc, rs2_over, _C_BASE, stride if rows > 1 else 0))
+                        rs2_acc, _C_BASE, rs2_first, _C_BASE, stride if rows > 1 else 0))
+            garbage = operand(rows, kcols, GARBAGE)
+            d_first = (operand(rows, kcols, c_rel), _R_BASE) if first[o] and residual_d \
+                else (garbage, _NO_BASE)
             ops.append((Funct.COMPUTE_PRELOADED if j == 0 else Funct.COMPUTE_ACCUMULATED,
                         operand(rows, ccols, int(a_out[o]) + a_off), _A_BASE,
-                        operand(rows, kcols, GARBAGE), None, _NO_BASE, 0))
+                        garbage, _NO_BASE, *d_first, 0))
             pix = pixels + idx[list(PIXEL_DIMS)]
             records.append(ComputeRecord(idx.copy(), pix, ccols, kcols))
             block_macs += rows * ccols * kcols
@@ -401,7 +423,9 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
     if max_instructions is not None and steps > max_instructions:
         raise ProgramTooLongError(f"the program has {steps} tile steps, each at least one "
                                   f"instruction: more than {max_instructions}")
-    alloc, il, wl, ol = allocate(nest, params)
+    # An accumulating residual mvin must not meet the execute unit's accumulating writes.
+    alloc, il, wl, ol = allocate(nest, params, residual_in_sp=epi.bias and epi.residual)
+    residual_d = any(r.name == "residual" for r in alloc.regions)
     em = Emitter(params, max_instructions)
     act = epi.act
     # config_ex's activation is the execute path's (results into the scratchpad): relu only.
@@ -571,11 +595,21 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
             k0 = g * lay.K + int(origin[K])
             for a_, k_, c_, n_ in zip(rr.bias_acc, rr.bias_k, rr.bias_cols, rr.bias_rows):
                 em.mvin(2, bias.offset_bytes + (k0 + k_) * 4, acc_addr(base + a_), n_, c_, 4)
-        if epi.residual:
+        if residual_d:
+            em.config_ld(2, rr.elem_stride)
+            r_base = alloc["residual"].slot_row(slot["o"])
+            for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
+                em.mvin(2, resid.offset_bytes + (e0 + e_), r_base + a_, n_, c_, 1)
+        elif epi.residual:
+            # Accumulating (after the bias): fenced off from every compute on either side.
+            if epi.bias:
+                em.fence()
             em.config_ld(2, rr.elem_stride, shrunk=True)
             for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
                 em.mvin(2, resid.offset_bytes + (e0 + e_),
                         acc_addr(base + a_, accumulate=epi.bias), n_, c_, 1)
+            if epi.bias:
+                em.fence()
 
     def write_tile(g: int, origin: np.ndarray, valid: np.ndarray, base: int,
                    final: bool) -> None:
@@ -629,19 +663,22 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
                     fresh = visits.get(okey, 0) == 0
                     init_tile(g, origin, valid, base, fresh)
                     o_state["tile"] = (g, origin, valid, base)
-                    o_state["overwrite"] = fresh and not epi.init
+                    o_state["first"] = fresh
                     cur["o"] = okey
                     counts["o"] += 1
                 else:
-                    o_state["overwrite"] = False
+                    o_state["first"] = False
                 visits[okey] = visits.get(okey, 0) + 1
                 tkey = tuple(valid.tolist())
                 tmpl = templates.get(tkey)
                 if tmpl is None:
-                    tmpl = templates[tkey] = build_template(nest, valid, il, wl, ol, chunks)
+                    tmpl = templates[tkey] = build_template(
+                        nest, valid, il, wl, ol, chunks, overwrite_first=not epi.init,
+                        residual_d=residual_d)
                 bases = (0, ireg.slot_row(slot["i"]) + a2[i2], wreg.slot_row(slot["w"]) + w2[i2],
-                         o_state["tile"][3])
-                _replay(em, tmpl, bases, o_state["overwrite"])
+                         o_state["tile"][3],
+                         alloc["residual"].slot_row(slot["o"]) if residual_d else 0)
+                _replay(em, tmpl, bases, o_state["first"])
                 em.check_length()
                 steps.append(StepRecord(g, origin, tmpl))
     leave_output()
@@ -649,12 +686,13 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
     return WSResult(em, alloc, steps, counts["w"], counts["i"], counts["o"], counts["spill"])
 
 
-def _replay(em: Emitter, tmpl: Template, bases: tuple, overwrite: bool) -> None:
+def _replay(em: Emitter, tmpl: Template, bases: tuple, first: bool) -> None:
     out = em.out
-    for funct, rs1, b1, rs2a, rs2o, b2, stride in tmpl.ops:
+    for funct, rs1, b1, rs2, b2, rs2_first, b2_first, stride in tmpl.ops:
         if stride and stride != em.a_stride:
             em.set_a_stride(stride)
-        rs2 = rs2o if overwrite and rs2o is not None else rs2a
+        if first:
+            rs2, b2 = rs2_first, b2_first
         out.append(new_instruction(funct, rs1 + bases[b1], rs2 + bases[b2]))
     em.computes += len(tmpl.records)
     em.preloads += len(tmpl.records)

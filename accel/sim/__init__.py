@@ -6,7 +6,8 @@ table of constants); `run_batch` vmaps several traces. Modules: `decode` (trace 
 checks), `functional` and `timing` (the scan step), `engine` (compilation and runs), `cisc`
 (``loop_ws`` expansion), `pe_array` (the cycle-level array that checks the fast path),
 `programs` and `reference` (hand-written traces and numpy answers), `rtl` (validation against
-Gemmini RTL measurements).
+Gemmini RTL measurements), `hazards` (the orderings the chip enforces, and a trace's races:
+`find_races`).
 
 >>> import numpy as np
 >>> from accel.arch import HardwareConfig
@@ -31,6 +32,7 @@ from accel.sim.decode import decode
 from accel.sim.engine import SimResult
 from accel.sim.engine import run
 from accel.sim.engine import run_batch
+from accel.sim.hazards import Race, RaceReport, find_races
 from accel.sim.memory import DramImage
 from accel.sim.rtl import RtlModel
 from accel.sim.rtl import validate_rtl_sim
@@ -41,11 +43,14 @@ __all__ = [
     "NORM_STAT_IDS",
     "DecodedTrace",
     "DramImage",
+    "Race",
+    "RaceReport",
     "RtlModel",
     "SimResult",
     "SimState",
     "TimingTable",
     "decode",
+    "find_races",
     "run",
     "run_batch",
     "validate_rtl_sim",
