@@ -702,12 +702,13 @@ class IsaParams:
     """The few hardware numbers that give an instruction's fields meaning.
 
     Defaults are Gemmini's `defaultConfig` (dosa-gemmini-isa.md §B.5): a 16x16 array, a
-    256 KiB scratchpad of 16-byte rows, a 64 KiB accumulator of 16x4-byte rows in 2 banks, int8
+    256 KiB scratchpad of 16-byte rows in 4 banks, a 64 KiB accumulator of 16x4-byte rows in 2 banks, int8
     inputs, int32 accumulators, 64-byte DMA beats.
     """
 
     dim: int = 16
     sp_rows: int = 16384
+    sp_banks: int = 4
     acc_rows: int = 1024
     acc_banks: int = 2
     input_bytes: int = 1
@@ -715,8 +716,8 @@ class IsaParams:
     dma_max_bytes: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("dim", "sp_rows", "acc_rows", "acc_banks", "input_bytes", "acc_bytes",
-                     "dma_max_bytes"):
+        for name in ("dim", "sp_rows", "sp_banks", "acc_rows", "acc_banks", "input_bytes",
+                     "acc_bytes", "dma_max_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"IsaParams.{name} must be a positive integer, got {value!r}")
@@ -733,6 +734,11 @@ class IsaParams:
 
     def rows_of(self, space: str) -> int:
         return self.acc_rows if space == "acc" else self.sp_rows
+
+    @property
+    def sp_bank_rows(self) -> int:
+        """Rows per scratchpad bank: the execute unit reads one row per bank per cycle."""
+        return max(1, self.sp_rows // self.sp_banks)
 
     @classmethod
     def from_hardware(cls, hw: Any) -> IsaParams:

@@ -31,6 +31,12 @@ from accel.trace import Trace
 from workloads.errors import ConfigError
 from workloads.layer import Layer
 
+CHIP_MAX_IN_FLIGHT = 32
+"""The measured chip's ``max_in_flight_mem_reqs`` (Gemmini's defaultConfig has 16): its
+generated Verilog has 32 StreamWriter transaction ids (``xactBusy``, DMA.scala ~393) and a
+2-bit command id in the LoadController's tracker (nCmds = 32 / 16 + 1 = 3). A file may give
+its own in a ``max_in_flight_mem_reqs`` column."""
+
 REQUIRED = ("id", "kind", "R", "S", "P", "Q", "C", "K", "N", "Hstride", "Wstride", "pads",
             "mapping", "stages", "hw", "latency", "dma_bus_bytes_per_cycle", "rtl_cycles",
             "bit_exact")
@@ -112,8 +118,11 @@ def read_programs(path: str | os.PathLike) -> list[Program]:
         mapping = Mapping.from_timeloop(raw["mapping"])
         mapping = dataclasses.replace(mapping, stages=np.array(stages, np.int64))
         hw = _hardware(raw, where)
+        in_flight = (_int(raw, "max_in_flight_mem_reqs", where)
+                     if raw.get("max_in_flight_mem_reqs") else CHIP_MAX_IN_FLIGHT)
         timing = TimingTable(dram_latency_cycles=_int(raw, "latency", where),
-                             dma_bus_bytes_per_cycle=_int(raw, "dma_bus_bytes_per_cycle", where))
+                             dma_bus_bytes_per_cycle=_int(raw, "dma_bus_bytes_per_cycle", where),
+                             max_inflight_requests=in_flight)
         out.append(Program(raw["id"], raw.get("name", ""), _layer(raw, where), mapping, hw,
                            timing, trace, float(raw["rtl_cycles"]),
                            raw["bit_exact"].strip().lower() == "true"))
@@ -169,4 +178,4 @@ def validate_programs(path: str | os.PathLike) -> dict[str, Any]:
     return report
 
 
-__all__ = ["Program", "read_programs", "simulate_programs", "validate_programs"]
+__all__ = ["CHIP_MAX_IN_FLIGHT", "Program", "read_programs", "simulate_programs", "validate_programs"]

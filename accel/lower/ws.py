@@ -197,6 +197,11 @@ class Allocation:
         return out
 
 
+def _bank_start(row: int, bank_rows: int) -> int:
+    """The first row of the first scratchpad bank at or after ``row``."""
+    return -(-row // bank_rows) * bank_rows
+
+
 def allocate(nest: Nest, params: IsaParams, residual_in_sp: bool = False,
              ) -> tuple[Allocation, TileLayout, TileLayout, TileLayout]:
     """Place input and weight slots in the scratchpad and output slots in the accumulator;
@@ -208,9 +213,17 @@ def allocate(nest: Nest, params: IsaParams, residual_in_sp: bool = False,
     il, wl, ol = input_layout(nest), weight_layout(nest), output_layout(nest)
     s2, s1 = int(nest.stages[SP]), int(nest.stages[ACC])
     inp = BufferRegion("input", "sp", 0, il.rows, s2)
-    wgt = BufferRegion("weight", "sp", inp.rows, wl.rows, s2, weights=True)
+    sp_need = inp.rows + wl.rows * s2
+    extra = ol.rows * s1 if residual_in_sp else 0
+    # The execute unit reads one row per scratchpad bank per cycle: a compute's inputs and the
+    # weights preloaded beside it (and the residual it adds) go to other banks where they fit.
+    bank = params.sp_bank_rows
+    w_start = _bank_start(inp.rows, bank)
+    if w_start + wl.rows * s2 + extra > params.sp_rows:
+        w_start = inp.rows
+    wgt = BufferRegion("weight", "sp", w_start, wl.rows, s2, weights=True)
     out = BufferRegion("output", "acc", 0, ol.rows, s1)
-    sp_need, acc_need = inp.rows + wgt.rows, out.rows
+    acc_need = out.rows
     if sp_need > params.sp_rows:
         raise InfeasibleError(
             f"scratchpad: the tiles need {sp_need} rows (input {il.rows} + weight {wl.rows} "
@@ -222,9 +235,13 @@ def allocate(nest: Nest, params: IsaParams, residual_in_sp: bool = False,
             f"stage(s)) but the accumulator has {params.acc_rows} rows of {params.dim} "
             "elements; shrink the level-1 tile or its stages")
     regions = (inp, wgt, out)
-    if residual_in_sp and sp_need + out.rows <= params.sp_rows:
-        regions += (BufferRegion("residual", "sp", sp_need, ol.rows, s1),)
-        sp_need += out.rows
+    end = wgt.start_row + wgt.rows
+    if residual_in_sp and max(end, sp_need) + extra <= params.sp_rows:
+        r_start = _bank_start(end, bank)
+        if r_start + extra > params.sp_rows:
+            r_start = end
+        regions += (BufferRegion("residual", "sp", r_start, ol.rows, s1),)
+        sp_need += extra
     alloc = Allocation(regions, sp_need, params.sp_rows, acc_need, params.acc_rows)
     return alloc, il, wl, ol
 

@@ -39,6 +39,8 @@ class SimState:
     * ``unit_free``: ``[3]`` when each queue can start its next command; ``unit_done``: ``[3]``
       latest completion per queue; ``all_done``: latest completion of anything;
     * ``dma_free``: ``[2]`` when the DMA's read (mvin) and write (mvout) channels are free;
+    * ``mv_done``: ``[2, 16]`` completion of the last moves of the load and store controllers
+      (a ring of their outstanding moves); ``mv_count``: ``[2]`` moves each has taken;
     * ``w_time``, ``r_time``: ``[3, SP + ACC + 1]`` per queue and local row (accumulator rows
       after the scratchpad's), completion of the last command of that queue that wrote / read
       the row;
@@ -68,6 +70,8 @@ class SimState:
     unit_done: Any = None
     all_done: Any = None
     dma_free: Any = None
+    mv_done: Any = None
+    mv_count: Any = None
     w_time: Any = None
     r_time: Any = None
     busy: Any = None

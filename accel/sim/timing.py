@@ -14,16 +14,18 @@ next tile's mvins write other rows than the current tile's computes read, nothin
 
 Per command (all derived from `TimingTable` and the `HardwareConfig`):
 
-* mvin / mvout: the DMA issues one request per DRAM row chunk of at most ``dma_max_bytes``;
-  requests leave at most one per cycle and at most ``max_inflight_requests`` per
-  ``dram_latency_cycles`` (the in-flight limit), and the bytes cross the bus at the
-  hardware's DRAM bytes/cycle (capped by ``dma_bus_bytes_per_cycle`` if that is set). Reads
-  (mvin) and writes (mvout) each have their channel: Gemmini's DMA has a StreamReader and a
-  StreamWriter, whose data cross the memory port in opposite directions (TileLink's D and A
-  channels), each in program order. An mvin completes ``dram_latency_cycles +
-  mvin_write_cycles`` after its last beat; an mvout reads one accumulator row per cycle
-  through the scaling pipeline and completes ``dram_latency_cycles`` (the write
-  acknowledgement) after its last beat.
+* mvin / mvout: the DMA splits each DRAM row into bus-wide lines and asks for them in
+  requests aligned to their power-of-two size, up to ``dma_max_bytes`` (a row straddling a line
+  costs two; a 3-byte row a whole one). A direction keeps ``max_inflight_requests`` requests
+  out, each for a round trip (``dram_latency_cycles + dma_round_trip_extra_cycles``, writes
+  ``+ dma_write_extra_cycles``), so it sends at most that many per round trip; its beats cross
+  the bus at the DRAM bandwidth. Reads (mvin) and writes (mvout) each have their channel (the
+  StreamReader and StreamWriter), each in program order, and each controller keeps
+  ``max_inflight_requests / DIM + 1`` moves outstanding (`TimingTable.outstanding_moves`). An
+  mvin completes a round trip + ``mvin_write_cycles`` after its last request; an mvout reads
+  one accumulator row per cycle through the scaling pipeline, hands the rows to the writer and
+  retires when the last is handed over; its acknowledgements come a round trip later, which
+  only a fence (and the end of the program) waits for.
 * mvout_spad (baco extension): the store queue reads one accumulator row per cycle through
   the same scaling pipeline as an mvout and writes it to the scratchpad; no DMA and no DRAM
   latency: done ``mvout_read_cycles + spad_write_cycles`` after the last row is read.
@@ -33,13 +35,20 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
   no DMA, no DRAM latency and no scratchpad write.
 * preload / compute: the array takes one row of A (and one of B or D) per cycle. A compute
   takes ``max(a_rows, bd_rows, min_compute_rows)`` cycles (``total_rows`` in
-  ``ExecuteController``; full DIM under OS); a preload that loads weights takes DIM cycles, of
-  which the compute just before it hides its own length (Gemmini overlaps a compute with the
-  next preload, "mul_pre"); a preload of the garbage address costs nothing after a compute and
-  ``min_compute_rows`` alone. Results land ``spad_read_cycles + pe_rows + pe_cols - 2 +
-  acc_write_cycles`` after the last input row: the skewed fill and drain of the systolic array
-  (`accel.sim.pe_array` measures the ``pe_rows + pe_cols - 2`` part cycle by cycle).
+  ``ExecuteController``; full DIM under OS); a preload that loads weights takes DIM cycles, and
+  merged with the compute just before it (Gemmini's "mul_pre") the two are one step of DIM
+  rows; a preload of the garbage address costs nothing after a compute and
+  ``min_compute_rows`` alone. Operands of one step that sit in the same scratchpad bank (or
+  both in the accumulator) take turns on its read port, one row each per cycle
+  (``ExecuteController.scala`` ~316-357): a compute whose A shares a bank with the next
+  preload's weights takes twice as long. Results land ``spad_read_cycles + pe_rows + pe_cols -
+  2 + acc_write_cycles`` after the last input row: the skewed fill and drain of the systolic
+  array (`accel.sim.pe_array` measures the ``pe_rows + pe_cols - 2`` part cycle by cycle).
 * config_ex waits until the mesh is empty; fence waits until every earlier command completed.
+
+The constants not read from Gemmini's generator configuration (the round-trip extras) were
+fitted once, globally, on baco's programs run on the chip (`data/gemmini_rtl_baco_programs.csv`,
+`baco validate programs`); the chip's own probes (`data/gemmini_rtl_probes.csv`) agree.
 
 Cycle counts are int32 (the scan runs without x64): traces longer than about 2**31 cycles
 overflow and are reported as such by `accel.sim.run`.
@@ -48,16 +57,19 @@ overflow and are reported as such by `accel.sim.run`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
+from accel.isa import IsaParams
 from accel.sim.decode import COL, DecodedTrace, Op, Unit
 from workloads.errors import ConfigError
 
 N_UNITS = 3
 RS_CAPACITY = 64  # largest reservation-station depth the scan state can hold
+MOVE_CAPACITY = 16  # largest number of outstanding moves per controller the scan state holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,14 +90,23 @@ class TimingTable:
     rs_entries_load: int = 8
     rs_entries_execute: int = 16
     rs_entries_store: int = 4
-    # DMA: dma_buswidth is a generator parameter (defaultConfig: 128 bits, the 16 bytes/cycle
-    # of the RTL runs' hardware, `accel.sim.rtl`); 0 builds it as wide as the hardware's DRAM
-    # bandwidth (dram_bw_words, a design variable in hw_mode free), a positive value fixes it.
-    # dma_maxbytes = 64 per request; max_in_flight_mem_reqs = 64 outstanding requests
-    # (defaultConfig; older builds had 16).
+    # DMA, Gemmini's generator parameters (Configs.scala defaultConfig ~66-69):
+    # dma_buswidth (128 bits there) as bytes per beat; 0 builds it from the hardware's DRAM
+    # bandwidth (`bus_bytes`), a positive value fixes it. dma_maxbytes = 64 per request.
+    # max_in_flight_mem_reqs = 16: the StreamReader's and StreamWriter's transaction ids
+    # (DMA.scala StreamWriter ~393 xactBusy; XactTracker), so at most that many requests are
+    # out per direction; each is out for a round trip of dram_latency_cycles +
+    # dma_round_trip_extra_cycles (the TileLink path and the tracker; 8 on the chip's probes,
+    # `data/gemmini_rtl_probes.csv`). The same number bounds the moves a controller keeps
+    # outstanding: max_in_flight_mem_reqs / DIM + 1 (LoadController.scala ~84,
+    # StoreController.scala ~146, the DMACommandTracker's nCmds).
     dma_bus_bytes_per_cycle: int = 0
     dma_max_bytes: int = 64
-    max_inflight_requests: int = 64
+    max_inflight_requests: int = 16
+    dma_round_trip_extra_cycles: int = 4
+    # A write request is out until its acknowledgement: the same round trip plus this (the
+    # chip's mvout probes: ~1.7 cycles per 16-byte write at 32 in flight and latency 40).
+    dma_write_extra_cycles: int = 7
     # Round trip of a DMA request through the system bus to the shared L2 and back, in
     # accelerator cycles. The one constant fitted to measurements: a grid over {30, 40, 60} on
     # the training split of DOSA's FireSim rows (`accel.sim.rtl`); 30-60 change the rank
@@ -130,15 +151,29 @@ class TimingTable:
         bus = float(self.dma_bus_bytes_per_cycle)
         return min(bus, dram) if bus > 0 else dram
 
-    def request_interval_cycles(self) -> float:
-        """Cycles between DMA requests: one per cycle, or fewer when the in-flight limit binds."""
-        return max(1.0, self.dram_latency_cycles / self.max_inflight_requests)
+    def bus_bytes(self, hw: Any) -> int:
+        """Bytes per DMA beat: the fixed bus, or the generator's 128 bits widened to the next
+        power of two that carries the hardware's DRAM bandwidth in one beat per cycle."""
+        if self.dma_bus_bytes_per_cycle > 0:
+            return int(self.dma_bus_bytes_per_cycle)
+        dram = float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
+        return max(16, 1 << max(0, math.ceil(math.log2(max(dram, 1.0)))))
 
-    def scan_params(self) -> np.ndarray:
+    def request_interval_cycles(self) -> float:
+        """Cycles between DMA requests of one direction: one per cycle, or fewer when the
+        in-flight limit binds (that many requests per round trip)."""
+        round_trip = self.dram_latency_cycles + self.dma_round_trip_extra_cycles
+        return max(1.0, round_trip / self.max_inflight_requests)
+
+    def outstanding_moves(self, dim: int) -> int:
+        """Moves a load or store controller keeps outstanding (its command tracker's nCmds)."""
+        return min(MOVE_CAPACITY, self.max_inflight_requests // dim + 1)
+
+    def scan_params(self, dim: int = 16) -> np.ndarray:
         """The few constants the scan itself reads (the rest are folded into `costs`)."""
         return np.array([self.issue_cycles, self.rs_entries_load, self.rs_entries_execute,
-                         self.rs_entries_store, self.fence_cycles, self.fsm_issue_cycles],
-                        np.int32)
+                         self.rs_entries_store, self.fence_cycles, self.fsm_issue_cycles,
+                         self.outstanding_moves(dim)], np.int32)
 
     @classmethod
     def from_dict(cls, overrides: dict[str, Any] | None) -> TimingTable:
@@ -154,8 +189,92 @@ class TimingTable:
 # ---------------------------------------------------------------------------------------------
 # Static costs.
 
-COST_COLUMNS = ("occ", "post", "dma", "dma_offset")
+COST_COLUMNS = ("occ", "post", "dma", "dma_offset", "tail")
 CCOL = {name: i for i, name in enumerate(COST_COLUMNS)}
+
+
+def _aligned_requests(first_line: np.ndarray, lines: np.ndarray, max_lines: int) -> np.ndarray:
+    """Requests that cover ``lines`` bus lines from ``first_line``: each a power of two of at
+    most ``max_lines`` lines, aligned to its size (TileLink's rule, which the StreamReader's
+    request sizes follow: DMA.scala ~180)."""
+    pos, left = first_line.astype(np.int64).copy(), lines.astype(np.int64).copy()
+    count = np.zeros(len(pos), np.int64)
+    while np.any(left > 0):
+        live = left > 0
+        size = np.full(len(pos), max(1, max_lines), np.int64)
+        for _ in range(max(1, max_lines).bit_length()):
+            shrink = live & ((pos % size != 0) | (size > left))
+            size = np.where(shrink, np.maximum(size // 2, 1), size)
+        pos = np.where(live, pos + size, pos)
+        left = np.where(live, left - size, left)
+        count += live
+    return count
+
+
+def move_dma_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any,
+                    sel: np.ndarray, write: bool) -> np.ndarray:
+    """Cycles the DMA's read (mvin) or write (mvout) channel is held by each selected move.
+
+    Each DRAM row is split into bus-wide lines: a read asks for them in aligned requests of up
+    to ``dma_max_bytes``, a write sends each line as its own request (a row that straddles a
+    line costs two; a 1-byte row a whole one). The channel is held for the longer of its beats
+    at the DRAM bandwidth and its requests at the in-flight limit (one per
+    `TimingTable.request_interval_cycles`, or the longer round trip of a write)."""
+    n = len(decoded)
+    out = np.zeros(n, np.int64)
+    idx = np.flatnonzero(sel)
+    if not len(idx):
+        return out
+    col = {k: decoded.column(k).astype(np.int64)[idx] for k in
+           ("rows", "cols", "elem_bytes", "dram", "dram_stride")}
+    bus = table.bus_bytes(hw)
+    rows = np.maximum(col["rows"], 0)
+    which = np.repeat(np.arange(len(idx)), rows)
+    r = np.arange(len(which)) - np.repeat(np.cumsum(rows) - rows, rows)
+    addr = col["dram"][which] + r * col["dram_stride"][which]
+    nbytes = (col["cols"] * col["elem_bytes"])[which]
+    first = addr // bus
+    lines = np.where(nbytes > 0, (addr + nbytes - 1) // bus - first + 1, 0)
+    reqs = _aligned_requests(first, lines, max(1, table.dma_max_bytes // bus))
+    if write:
+        interval = max(1.0, (table.dram_latency_cycles + table.dma_round_trip_extra_cycles
+                             + table.dma_write_extra_cycles) / table.max_inflight_requests)
+    else:
+        interval = table.request_interval_cycles()
+    beat_cycles = bus / table.bytes_per_cycle(hw)
+    per_move_lines = np.bincount(which, weights=lines, minlength=len(idx))
+    per_move_reqs = np.bincount(which, weights=reqs, minlength=len(idx))
+    out[idx] = np.ceil(np.maximum(per_move_lines * beat_cycles,
+                                  per_move_reqs * interval)).astype(np.int64)
+    return out
+
+
+def _banks(decoded: DecodedTrace, hw: Any) -> dict[str, np.ndarray]:
+    """The bank each execute operand reads (scratchpad banks 0.., the accumulator -1, none
+    -2 for a garbage operand). The execute unit reads one row per bank per cycle, so the
+    operands of one step in the same bank take turns (ExecuteController.scala ~316-357,
+    same_bank and must_wait_for; Configs.scala sp_banks = 4, `IsaParams.sp_banks`)."""
+    bank_rows = IsaParams.from_hardware(hw).sp_bank_rows
+    out = {}
+    for name in ("a", "bd"):
+        row = decoded.column(name).astype(np.int64)
+        acc = decoded.column(f"{name}_acc") == 1
+        out[name] = np.where(decoded.column(f"{name}_garbage") == 1, -2,
+                             np.where(acc, -1, row // bank_rows))
+    return out
+
+
+def _bank_turns(operands: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """How many of a step's live operands read the busiest bank (at least 1): the step takes
+    that many cycles per row."""
+    turns = np.ones(len(operands[0][0]), np.int64)
+    for i, (bank_i, live_i) in enumerate(operands):
+        same = np.ones(len(bank_i), np.int64)
+        for j, (bank_j, live_j) in enumerate(operands):
+            if j != i:
+                same += live_j & (bank_j == bank_i) & (bank_j != -2)
+        turns = np.maximum(turns, np.where(live_i & (bank_i != -2), same, 1))
+    return turns
 
 
 def compute_cycles(a_rows: Any, bd_rows: Any, table: TimingTable, dim: int, os: Any) -> Any:
@@ -188,27 +307,26 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     post = np.zeros(n, np.int64)
     dma = np.zeros(n, np.int64)
     dma_offset = np.zeros(n, np.int64)
+    tail = np.zeros(n, np.int64)
 
     # Moves.
     is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
     stats = decoded.stat_passes()
-    row_bytes = c["cols"] * c["elem_bytes"]
-    reqs_per_row = np.where(row_bytes > 0, -(-row_bytes // table.dma_max_bytes), 0)
-    reqs = c["rows"] * reqs_per_row
-    total_bytes = c["rows"] * row_bytes
-    bw = table.bytes_per_cycle(hw)
-    bus = np.ceil(total_bytes / bw).astype(np.int64)
-    issue = np.ceil(reqs * table.request_interval_cycles()).astype(np.int64)
-    move = is_mvin | is_mvout
-    dma = np.where(move & ~stats, bus, 0)
-    occ = np.where(is_mvin, np.maximum(issue, bus), occ)
-    post = np.where(is_mvin, table.dram_latency_cycles + table.mvin_write_cycles, post)
+    read = move_dma_cycles(decoded, table, hw, is_mvin, write=False)
+    written = move_dma_cycles(decoded, table, hw, is_mvout & ~stats, write=True)
+    dma = read + written
+    round_trip = table.dram_latency_cycles + table.dma_round_trip_extra_cycles
+    occ = np.where(is_mvin, read, occ)
+    post = np.where(is_mvin, round_trip + table.mvin_write_cycles, post)
     # mvout: the store queue reads local rows (one per cycle per block) through the scaling
-    # pipeline, then the DMA writes them; done when the last write is acknowledged.
+    # pipeline and hands them to the DMA's writer; it retires when the last row is handed over
+    # (the DMA answers the store controller on dispatch: Scratchpad.scala ~352, so the
+    # StoreController's command tracker completes then), and the write acknowledgements come
+    # a round trip later (``tail``: only a fence, or the end of the program, waits for them).
     local_rows = c["rows"] * c["nblocks"]
-    occ = np.where(is_mvout, np.maximum(np.maximum(local_rows, issue), bus), occ)
+    occ = np.where(is_mvout, np.maximum(local_rows, written), occ)
     dma_offset = np.where(is_mvout, table.mvout_read_cycles, dma_offset)
-    post = np.where(is_mvout, table.dram_latency_cycles, post)
+    tail = np.where(is_mvout & ~stats, round_trip + table.dma_write_extra_cycles, tail)
     is_msp = op == Op.MVOUT_SPAD
     occ = np.where(is_msp, c["rows"], occ)
     post = np.where(is_msp, table.mvout_read_cycles + table.spad_write_cycles, post)
@@ -217,29 +335,40 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     dma_offset = np.where(stats, 0, dma_offset)
     post = np.where(stats, table.mvout_read_cycles, post)
 
-    # Execute.
+    # Execute. A step feeds the array one row of each live operand per cycle; operands in the
+    # same scratchpad bank (or both in the accumulator) take turns (`_bank_turns`).
     os = c["dataflow"] == 0
     is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
     a_rows_stored = np.where(c["a_garbage"] == 1, 1, c["a_rows"])
     bd_rows = np.where(c["bd_garbage"] == 1, 1, c["bd_rows"])
-    comp = compute_cycles(a_rows_stored, bd_rows, table, dim, os)
+    bank = _banks(decoded, hw)
+    comp = compute_cycles(a_rows_stored, bd_rows, table, dim, os) * _bank_turns(
+        [(bank["a"], is_comp), (bank["bd"], is_comp)])
     occ = np.where(is_comp, comp, occ)
     post = np.where(is_comp, table.spad_read_cycles + array_latency_cycles(dim, dim)
                     + table.acc_write_cycles, post)
     is_pre = op == Op.PRELOAD
     prev_comp = np.zeros(n, np.int64)
+    prev = np.zeros(n, np.int64)
     exec_rows = np.flatnonzero((op == Op.PRELOAD) | is_comp | (op == Op.CONFIG_EX)
                                | (op == Op.CONFIG_NORM))
     if len(exec_rows) > 1:
         prev_comp[exec_rows[1:]] = np.where(is_comp[exec_rows[:-1]], comp[exec_rows[:-1]], 0)
+        prev[exec_rows[1:]] = exec_rows[:-1]
     loads_weights = (c["bd_garbage"] == 0) | os
     alone = np.where(loads_weights, dim, table.min_compute_rows)
-    after_compute = np.where(loads_weights, np.maximum(dim - prev_comp, 0), 0)
+    # A weight-loading preload merged with the compute before it ("mul_pre") is one step of
+    # DIM rows (total_rows is DIM while D is fed) in which the compute's A and D and the
+    # preload's weights take turns where they share a bank.
+    merged = (c["merged"] == 1) & loads_weights
+    step = dim * _bank_turns([(bank["a"][prev], merged), (bank["bd"][prev], merged),
+                              (bank["bd"], merged)])
+    after_compute = np.where(loads_weights, np.maximum(step - prev_comp, 0), 0)
     occ = np.where(is_pre, np.where(c["merged"] == 1, after_compute, alone), occ)
 
     is_cfg = np.isin(op, [Op.CONFIG_EX, Op.CONFIG_LD, Op.CONFIG_ST, Op.CONFIG_NORM])
     occ = np.where(is_cfg | (op == Op.FLUSH), table.config_cycles, occ)
-    out = np.stack([occ, post, dma, dma_offset], axis=1)
+    out = np.stack([occ, post, dma, dma_offset, tail], axis=1)
     if out.size and out.max() > np.iinfo(np.int32).max // 4:
         raise ConfigError("an instruction's cost overflows the simulator's int32 cycles")
     return out.astype(np.int32)
@@ -307,6 +436,8 @@ def init_state(local_rows: int) -> dict[str, Any]:
         "unit_done": jnp.zeros(N_UNITS, jnp.int32),
         "all_done": jnp.int32(0),
         "dma_free": jnp.zeros(2, jnp.int32),
+        "mv_done": jnp.zeros((2, MOVE_CAPACITY), jnp.int32),
+        "mv_count": jnp.zeros(2, jnp.int32),
         "w_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
         "r_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
         "busy": jnp.zeros(N_UNITS, jnp.int32),
@@ -331,6 +462,7 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
     op = ints[COL["op"]]
     unit = ints[COL["unit"]]
     fence_cycles = params[4]
+    n_cmds = params[6]
     issue_cycles = jnp.where(ints[COL["fsm"]] == 1, params[5], params[0])
     depth = params[1:4]
     nop = op == Op.NOP
@@ -358,12 +490,15 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
                                 jnp.maximum(w_write, r_write), 0))
     dep = jnp.where(queued, jnp.maximum(raw, war_waw), 0)
     drain = jnp.where(op == Op.CONFIG_EX, t.unit_done[Unit.EXECUTE], 0)
-    start = jnp.maximum(jnp.maximum(enter, jnp.where(queued, t.unit_free[u], 0)),
-                        jnp.maximum(dep, drain))
-
-    occ, post, dma, dma_offset = cost[0], cost[1], cost[2], cost[3]
+    occ, post, dma, dma_offset, tail = cost[0], cost[1], cost[2], cost[3], cost[4]
     uses_dma = dma > 0
     way = (op == Op.MVOUT).astype(jnp.int32)   # 0: DRAM reads (mvin), 1: writes (mvout)
+    # A controller keeps n_cmds moves outstanding: a move waits for the one n_cmds before it.
+    mv_slot = t.mv_count[way] % n_cmds
+    mv_free = jnp.where(uses_dma, t.mv_done[way, mv_slot], 0)
+    start = jnp.maximum(jnp.maximum(enter, jnp.where(queued, t.unit_free[u], 0)),
+                        jnp.maximum(jnp.maximum(dep, drain), mv_free))
+
     dma_start = jnp.maximum(start + dma_offset, t.dma_free[way])
     dma_end = dma_start + dma
     work_end = jnp.maximum(start + occ, jnp.where(uses_dma, dma_end, 0))
@@ -382,8 +517,11 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
         rs_count=t.rs_count + onehot.astype(jnp.int32),
         unit_free=jnp.where(onehot, start + occ, t.unit_free),
         unit_done=jnp.where(onehot, jnp.maximum(t.unit_done, done), t.unit_done),
-        all_done=jnp.where(live, jnp.maximum(t.all_done, done), t.all_done),
+        all_done=jnp.where(live, jnp.maximum(t.all_done, done + tail), t.all_done),
         dma_free=t.dma_free.at[way].set(jnp.where(live & uses_dma, dma_end, t.dma_free[way])),
+        mv_done=t.mv_done.at[way, mv_slot].set(jnp.where(live & uses_dma, done,
+                                                          t.mv_done[way, mv_slot])),
+        mv_count=t.mv_count.at[way].add((live & uses_dma).astype(jnp.int32)),
         w_time=w_time,
         r_time=r_time,
         busy=t.busy + jnp.where(onehot, occ, 0),
@@ -408,6 +546,7 @@ def lower_bound_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any) -> in
 __all__ = [
     "CCOL",
     "COST_COLUMNS",
+    "MOVE_CAPACITY",
     "N_UNITS",
     "RS_CAPACITY",
     "TimingTable",
@@ -417,6 +556,7 @@ __all__ = [
     "costs",
     "init_state",
     "lower_bound_cycles",
+    "move_dma_cycles",
     "step",
     "table_dict",
 ]

@@ -13,8 +13,9 @@ from accel.trace import Trace
 ACC = LocalAddr.accumulator
 
 
-def _one_compute(dim: int, a: np.ndarray, w: np.ndarray, d: np.ndarray):
-    """A trace computing ``a @ w + d`` with one preload and one compute, C full-width out."""
+def _one_compute(dim: int, a: np.ndarray, w: np.ndarray, d: np.ndarray, d_row: int):
+    """A trace computing ``a @ w + d`` with one preload and one compute, C full-width out; D
+    at scratchpad row ``d_row`` (another bank than A's, so the two are read side by side)."""
     n = a.shape[0]
     image = DramImage()
     pa, pw, pd = image.add("A", a), image.add("W", w), image.add("D", d)
@@ -23,9 +24,9 @@ def _one_compute(dim: int, a: np.ndarray, w: np.ndarray, d: np.ndarray):
         Instruction.config_ex("ws"), Instruction.config_ld(dim, block_stride=dim),
         Instruction.config_ld(dim, id=1, block_stride=dim),
         Instruction.mvin(pa, 0, n, dim), Instruction.mvin2(pw, dim, dim, dim),
-        Instruction.mvin(pd, 2 * dim, n, dim),
+        Instruction.mvin(pd, d_row, n, dim),
         Instruction.preload(dim, ACC(0), dim, dim, n, dim),
-        Instruction.compute_preloaded(0, 2 * dim, n, dim, n, dim),
+        Instruction.compute_preloaded(0, d_row, n, dim, n, dim),
         Instruction.config_st(4 * dim), Instruction.mvout(pc, ACC(0, full=True), n, dim)])
     return trace, image
 
@@ -43,7 +44,7 @@ def test_ws_compute_matches_fast_path_result_and_fill_drain(dim, n):
     w = rng.integers(-128, 128, (dim, dim)).astype(np.int8)
     d = rng.integers(-128, 128, (n, dim)).astype(np.int8)
     hw = MACHINES[dim]
-    trace, image = _one_compute(dim, a, w, d)
+    trace, image = _one_compute(dim, a, w, d, IsaParams.from_hardware(hw).sp_rows // 4)
     fast = run(trace, hw, image)
 
     # The array is fed max(rows, 4) rows (ExecuteController pads with zero rows).
@@ -94,7 +95,9 @@ def test_os_compute_matches_numpy_and_latency():
     hw = HardwareConfig(pe_rows=dim, pe_cols=dim, sp_kb=8, acc_kb=4, dataflow="OS")
     trace = Trace([Instruction.config_ex("os"),
                    Instruction.preload(LocalAddr.garbage(), ACC(0), dim, dim, dim, dim),
-                   Instruction.compute_preloaded(0, 0, dim, dim, dim, dim)])
+                   # B in another bank than A's: the two are read side by side
+                   Instruction.compute_preloaded(0, IsaParams.from_hardware(hw).sp_rows // 4,
+                                                 dim, dim, dim, dim)])
     cost = timing.costs(decode(trace, IsaParams.from_hardware(hw), None), TimingTable(), hw)
     assert int(cost[2, timing.CCOL["occ"]]) + timing.array_latency_cycles(dim, dim) == cycles
 

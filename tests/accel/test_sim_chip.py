@@ -1,6 +1,7 @@
-"""The race check against the chip: baco's programs run on a verilated Gemmini
+"""The simulator against the chip: baco's programs run on a verilated Gemmini
 (``data/gemmini_rtl_baco_programs.csv``) were wrong exactly where `find_races` says they race,
-and today's lowering emits residual-add programs that race nowhere and compute numpy's answer.
+today's lowering emits residual-add programs that race nowhere and compute numpy's answer, and
+the simulator times the programs as the chip did.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from accel.lower import lower
 from accel.lower.check import expected_output, random_inputs
 from accel.sim import find_races, run
 from accel.trace import Trace
-from baco.program_validation import read_programs
+from baco.program_validation import read_programs, simulate_programs
 
 PROGRAMS = DATA_DIR / "gemmini_rtl_baco_programs.csv"
 HW = HardwareConfig.preset("gemmini_default")
@@ -24,6 +25,16 @@ HW = HardwareConfig.preset("gemmini_default")
 @pytest.fixture(scope="module")
 def programs():
     return read_programs(PROGRAMS)
+
+
+def test_the_simulator_times_the_programs_as_the_chip(programs):
+    """Fit once on these rows (`accel.sim.timing`): a guard that they stay met."""
+    sim = simulate_programs(programs)
+    rtl = np.array([p.rtl_cycles for p in programs])
+    rel = np.abs(sim - rtl) / rtl
+    rank = lambda x: np.argsort(np.argsort(x))  # noqa: E731
+    assert rel.mean() <= 0.06 and rel.max() <= 0.15
+    assert np.corrcoef(rank(sim), rank(rtl))[0, 1] >= 0.99
 
 
 def test_the_chip_was_wrong_exactly_where_the_trace_races(programs):
