@@ -83,7 +83,7 @@ from accel.mapping import Mapping
 from accel.sim import TimingTable, run_batch
 from accel.sim.decode import DecodedTrace, Op
 from accel.sim.engine import CHUNK
-from baco.errors import BacoError, ConfigError, ProgramTooLongError
+from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
 from baco.instructions import array_axes
 from baco.rounding import Design, common_score
 from perfmodels.accesses import Accesses
@@ -418,8 +418,7 @@ def hardware_area_mm2(hw: HardwareConfig) -> float:
 
 # --------------------------------------------------------------------------- simulation
 def _roomy(hw: HardwareConfig) -> HardwareConfig:
-    """`hw` with buffers large enough for any tile, for lowering only (the unrolled trace does
-    not depend on buffer sizes; `simulate_design` then sizes the hardware it runs on)."""
+    """`hw` with buffers large enough for any tile, to size a program that does not fit."""
     return dataclasses.replace(hw, sp_kb=max(hw.sp_kb, 1 << 16), acc_kb=max(hw.acc_kb, 1 << 16))
 
 
@@ -445,12 +444,23 @@ def _layer_label(index: int, layer: Layer) -> str:
 
 
 def _lower(index: int, layer: Layer, mapping: Mapping, hw: HardwareConfig,
-           max_instructions: int | None) -> Lowered:
+           max_instructions: int | None, step_kb: float) -> Lowered:
+    """The layer's program on the design's buffers, or, when it needs more, on the buffers
+    grown (in `step_kb` steps) to hold it: the lowering places tiles by the scratchpad's banks,
+    so it lowers for the buffers the program then runs on."""
     fused, _ = split_epilogue(layer.epilogue)
+
+    def on(target: HardwareConfig) -> Lowered:
+        return lower(layer, mapping, target, epilogue=fused, check=False,
+                     max_instructions=max_instructions)
+
     try:
         mapping.validate(padded_layer(layer, mapping), hw)
-        return lower(layer, mapping, _roomy(hw), epilogue=fused, check=False,
-                     max_instructions=max_instructions)
+        try:
+            return on(hw)
+        except InfeasibleError:
+            need = on(_roomy(hw)).alloc
+            return on(_grown(hw, need.sp_rows_used, need.acc_rows_used, step_kb))
     except BacoError as exc:
         raise type(exc)(f"simulated yardstick: {_layer_label(index, layer)} cannot be lowered "
                         f"on {hw.name or 'the design hardware'}: {exc}") from None
@@ -471,7 +481,7 @@ class _Job:
 
 def _prepare(indices: tuple[int, ...], layer: Layer, mapping: Mapping, hw: HardwareConfig,
              step_kb: float, max_instructions: int | None) -> _Job:
-    low = _lower(indices[0], layer, mapping, hw, max_instructions)
+    low = _lower(indices[0], layer, mapping, hw, max_instructions, step_kb)
     alloc = low.alloc
     return _Job(indices, _layer_label(indices[0], layer), low.trace.as_arrays(), alloc,
                 int(low.stats.macs),

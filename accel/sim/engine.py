@@ -266,7 +266,7 @@ def run_batch(traces: Sequence[Any], hw: Any, drams: Sequence[Any] | None = None
     sim = _simulator(fstatic, shape.dim, shape.sp_rows, shape.acc_rows, batched)
     inputs = [_padded_inputs(p, length) for p in preps]
     states = [_init_state(p, fstatic) for p in preps]
-    params = jnp.asarray(table.scan_params(shape.dim))
+    params = jnp.asarray(table.scan_params(shape.dim, hw))
     if batched:
         state = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
         stacked = [np.stack(parts) for parts in zip(*inputs)]

@@ -16,12 +16,12 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 
 * mvin / mvout: the DMA splits each DRAM row into bus-wide lines and asks for them in
   requests aligned to their power-of-two size, up to ``dma_max_bytes`` (a row straddling a line
-  costs two; a 3-byte row a whole one). A direction keeps ``max_inflight_requests`` requests
+  costs two; a 3-byte row a whole one). A direction keeps `TimingTable.inflight_requests`
   out, each for a round trip (``dram_latency_cycles + dma_round_trip_extra_cycles``, writes
   ``+ dma_write_extra_cycles``), so it sends at most that many per round trip; its beats cross
   the bus at the DRAM bandwidth. Reads (mvin) and writes (mvout) each have their channel (the
   StreamReader and StreamWriter), each in program order, and each controller keeps
-  ``max_inflight_requests / DIM + 1`` moves outstanding (`TimingTable.outstanding_moves`). An
+  ``inflight_requests / DIM + 1`` moves outstanding (`TimingTable.outstanding_moves`). An
   mvin completes a round trip + ``mvin_write_cycles`` after its last request; an mvout reads
   one accumulator row per cycle through the scaling pipeline, hands the rows to the writer and
   retires when the last is handed over; its acknowledgements come a round trip later, which
@@ -91,18 +91,18 @@ class TimingTable:
     rs_entries_execute: int = 16
     rs_entries_store: int = 4
     # DMA, Gemmini's generator parameters (Configs.scala defaultConfig ~66-69):
-    # dma_buswidth (128 bits there) as bytes per beat; 0 builds it from the hardware's DRAM
-    # bandwidth (`bus_bytes`), a positive value fixes it. dma_maxbytes = 64 per request.
-    # max_in_flight_mem_reqs = 16: the StreamReader's and StreamWriter's transaction ids
+    # dma_buswidth (128 bits there) as bytes per beat; dma_maxbytes = 64 per request;
+    # max_in_flight_mem_reqs (16 there): the StreamReader's and StreamWriter's transaction ids
     # (DMA.scala StreamWriter ~393 xactBusy; XactTracker), so at most that many requests are
-    # out per direction; each is out for a round trip of dram_latency_cycles +
-    # dma_round_trip_extra_cycles (the TileLink path and the tracker; 8 on the chip's probes,
-    # `data/gemmini_rtl_probes.csv`). The same number bounds the moves a controller keeps
-    # outstanding: max_in_flight_mem_reqs / DIM + 1 (LoadController.scala ~84,
-    # StoreController.scala ~146, the DMACommandTracker's nCmds).
+    # out per direction, each for a round trip of dram_latency_cycles +
+    # dma_round_trip_extra_cycles (the TileLink path and the tracker). The same number bounds
+    # the moves a controller keeps outstanding: max_in_flight_mem_reqs / DIM + 1
+    # (LoadController.scala ~84, StoreController.scala ~146, the DMACommandTracker's nCmds).
+    # A positive bus or in-flight count fixes it; 0 builds it for the hardware's DRAM
+    # bandwidth as the generator would be configured (`bus_bytes`, `inflight_requests`).
     dma_bus_bytes_per_cycle: int = 0
     dma_max_bytes: int = 64
-    max_inflight_requests: int = 16
+    max_inflight_requests: int = 0
     dma_round_trip_extra_cycles: int = 4
     # A write request is out until its acknowledgement: the same round trip plus this (the
     # chip's mvout probes: ~1.7 cycles per 16-byte write at 32 in flight and latency 40).
@@ -140,8 +140,7 @@ class TimingTable:
         for name in ("rs_entries_load", "rs_entries_execute", "rs_entries_store"):
             if not 1 <= getattr(self, name) <= RS_CAPACITY:
                 raise ConfigError(f"TimingTable.{name} must be 1..{RS_CAPACITY}")
-        for name in ("dma_max_bytes", "max_inflight_requests",
-                     "issue_cycles", "fsm_issue_cycles"):
+        for name in ("dma_max_bytes", "issue_cycles", "fsm_issue_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TimingTable.{name} must be at least 1")
 
@@ -159,21 +158,33 @@ class TimingTable:
         dram = float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
         return max(16, 1 << max(0, math.ceil(math.log2(max(dram, 1.0)))))
 
-    def request_interval_cycles(self) -> float:
+    def inflight_requests(self, hw: Any) -> int:
+        """Requests a DMA direction keeps out: the fixed count, or the generator configured
+        so that DIM-wide rows, one request each, stream at the hardware's DRAM bandwidth over a
+        round trip: the next power of two, at least defaultConfig's 16 (32 for 8 or 16
+        bytes/cycle at DIM 16, as the measured chip has; 256 for 64 bytes/cycle)."""
+        if self.max_inflight_requests > 0:
+            return int(self.max_inflight_requests)
+        round_trip = self.dram_latency_cycles + self.dma_round_trip_extra_cycles
+        row_bytes = int(hw.pe_cols) * max(1, int(hw.input_bits) // 8)
+        need = self.bytes_per_cycle(hw) * round_trip / row_bytes
+        return max(16, 1 << max(0, math.ceil(math.log2(max(need, 1.0)))))
+
+    def request_interval_cycles(self, hw: Any) -> float:
         """Cycles between DMA requests of one direction: one per cycle, or fewer when the
         in-flight limit binds (that many requests per round trip)."""
         round_trip = self.dram_latency_cycles + self.dma_round_trip_extra_cycles
-        return max(1.0, round_trip / self.max_inflight_requests)
+        return max(1.0, round_trip / self.inflight_requests(hw))
 
-    def outstanding_moves(self, dim: int) -> int:
+    def outstanding_moves(self, dim: int, hw: Any) -> int:
         """Moves a load or store controller keeps outstanding (its command tracker's nCmds)."""
-        return min(MOVE_CAPACITY, self.max_inflight_requests // dim + 1)
+        return min(MOVE_CAPACITY, self.inflight_requests(hw) // dim + 1)
 
-    def scan_params(self, dim: int = 16) -> np.ndarray:
+    def scan_params(self, dim: int, hw: Any) -> np.ndarray:
         """The few constants the scan itself reads (the rest are folded into `costs`)."""
         return np.array([self.issue_cycles, self.rs_entries_load, self.rs_entries_execute,
                          self.rs_entries_store, self.fence_cycles, self.fsm_issue_cycles,
-                         self.outstanding_moves(dim)], np.int32)
+                         self.outstanding_moves(dim, hw)], np.int32)
 
     @classmethod
     def from_dict(cls, overrides: dict[str, Any] | None) -> TimingTable:
@@ -238,9 +249,9 @@ def move_dma_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any,
     reqs = _aligned_requests(first, lines, max(1, table.dma_max_bytes // bus))
     if write:
         interval = max(1.0, (table.dram_latency_cycles + table.dma_round_trip_extra_cycles
-                             + table.dma_write_extra_cycles) / table.max_inflight_requests)
+                             + table.dma_write_extra_cycles) / table.inflight_requests(hw))
     else:
-        interval = table.request_interval_cycles()
+        interval = table.request_interval_cycles(hw)
     beat_cycles = bus / table.bytes_per_cycle(hw)
     per_move_lines = np.bincount(which, weights=lines, minlength=len(idx))
     per_move_reqs = np.bincount(which, weights=reqs, minlength=len(idx))

@@ -189,7 +189,12 @@ def test_timing_table_validation_and_overrides():
     with pytest.raises(ConfigError):
         TimingTable.from_dict({"dram_latency": 5})
     table = TimingTable.from_dict({"dram_latency_cycles": 7})
-    assert table.dram_latency_cycles == 7 and table.request_interval_cycles() == 1.0
+    assert table.dram_latency_cycles == 7 and table.request_interval_cycles(HW) == 1.0
+    # The generator's DMA for the design's DRAM bandwidth: a 128-bit bus and 32 requests at 8
+    # bytes/cycle (16-byte rows at 44 cycles a round trip); a 512-bit bus and 256 at 64.
+    wide = dataclasses.replace(HW, dram_bw_words=64.0)
+    assert (TimingTable().bus_bytes(HW), TimingTable().inflight_requests(HW)) == (16, 32)
+    assert (TimingTable().bus_bytes(wide), TimingTable().inflight_requests(wide)) == (64, 256)
     assert table.bytes_per_cycle(HW) == 8.0  # the preset's 8 words/cycle, under the 16-B bus
 
 

@@ -24,6 +24,11 @@ CONV = Layer.conv2d(R=3, S=3, P=16, Q=16, C=16, K=16)
 SHORT = "L3[WIO] P8 - L2[WI] K16X - L1[O] S3 R3 Q8 C16X - L0[W] P2 Q2"   # 2-row computes
 LONG = "L3[WIO] P8 - L2[WI] K16X - L1[O] S3 R3 P2 C16X - L0[W] Q16"      # 16-row computes
 
+MODELS_PREDATE_THE_CHIP = pytest.mark.xfail(strict=True, reason=(
+    "the instruction-aware and chain models predate the chip-fitted simulator (DMA request rate "
+    "and outstanding moves, scratchpad bank turns, mvout retired at hand-over); they are "
+    "re-derived under the fair-contest issue"))
+
 
 def _three_cycles(layer, hw, m):
     """The plain model's, the instruction-aware model's and the simulator's cycles."""
@@ -73,6 +78,7 @@ def _packed(layer, text):
             jax.tree_util.tree_map(jnp.asarray, pack_mapping(m)))
 
 
+@MODELS_PREDATE_THE_CHIP
 def test_gemm_rows_are_the_whole_stream():
     """Without a sliding window every pixel a weight block streams is evenly spaced: a 1x1
     convolution with `SHORT`'s loops runs full 16-row computes (no overhead), the 3x3 one
@@ -142,6 +148,7 @@ def test_template_block_is_checked():
     assert Template.from_dict(raw).instruction("compute") is None
 
 
+@MODELS_PREDATE_THE_CHIP
 def test_small_accumulator_tiles_wait_for_their_write_backs():
     """Same traffic, same plain-model cycles: 16-row accumulator tiles wait on each mvout's
     round trip before the next tile may use the buffer, and the simulator runs them 2.7x
