@@ -702,8 +702,8 @@ class IsaParams:
     """The few hardware numbers that give an instruction's fields meaning.
 
     Defaults are Gemmini's `defaultConfig` (dosa-gemmini-isa.md §B.5): a 16x16 array, a
-    256 KiB scratchpad of 16-byte rows in 4 banks, a 64 KiB accumulator of 16x4-byte rows in 2 banks, int8
-    inputs, int32 accumulators, 64-byte DMA beats.
+    256 KiB scratchpad of 16-byte rows in 4 banks, a 64 KiB accumulator of 16x4-byte rows in 2
+    banks, int8 inputs, int32 accumulators, 64-byte DMA beats.
     """
 
     dim: int = 16

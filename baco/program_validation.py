@@ -178,4 +178,5 @@ def validate_programs(path: str | os.PathLike) -> dict[str, Any]:
     return report
 
 
-__all__ = ["CHIP_MAX_IN_FLIGHT", "Program", "read_programs", "simulate_programs", "validate_programs"]
+__all__ = ["CHIP_MAX_IN_FLIGHT", "Program", "read_programs", "simulate_programs",
+           "validate_programs"]

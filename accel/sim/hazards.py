@@ -152,36 +152,46 @@ def find_races(trace: Any, hw: Any) -> RaceReport:
     accumulator bank that nothing orders."""
     params = IsaParams.from_hardware(hw)
     d = decode(trace, params, None, 0, hw.dataflow)
-    n = len(d)
-    op = d.column("op").astype(np.int64)
-    unit = d.column("unit").astype(np.int64)
-    opa_s, opa_e, opb_s, opb_e, opa_dst = _ranges(d, params)
-    sp, bank_rows = params.sp_rows, max(1, params.acc_rows // params.acc_banks)
-    rows_total = sp + params.acc_rows
+    m_banks, e_banks = _accumulating_writes(d, params)
+    if not m_banks or not e_banks:
+        return RaceReport(0, ())
+    m_number = {m: k for k, m in enumerate(sorted(m_banks))}
+    return _unordered(d, _known_done(d, params, m_number), m_banks, e_banks)
 
-    rows_c, acc_c = d.column("rows").astype(np.int64), d.column("is_acc").astype(np.int64)
-    accum = d.column("accumulate").astype(np.int64)
+
+def _accumulating_writes(d: Any, params: IsaParams) -> tuple[dict[int, int], dict[int, int]]:
+    """The accumulator banks (a bitmask) of each mvin that accumulates into the accumulator,
+    and of each compute that does (its C rows, its preload's)."""
+    op = d.column("op").astype(np.int64)
+    bank_rows = max(1, params.acc_rows // params.acc_banks)
+    rows = d.column("rows").astype(np.int64)
     nblocks = np.maximum(d.column("nblocks").astype(np.int64), 1)
     bstride = d.column("block_stride").astype(np.int64)
     local = d.column("local").astype(np.int64)
-    m_cand = (op == Op.MVIN) & (acc_c == 1) & (accum == 1)
-    m_number = np.cumsum(m_cand) - 1
+    m_cand = (op == Op.MVIN) & (d.column("is_acc") == 1) & (d.column("accumulate") == 1)
     m_banks = {}
     for i in np.flatnonzero(m_cand).tolist():
         rr = (local[i] + np.arange(nblocks[i])[:, None] * bstride[i]
-              + np.arange(rows_c[i])[None, :]).ravel()
+              + np.arange(rows[i])[None, :]).ravel()
         m_banks[i] = _acc_banks(rr, bank_rows)
-    # The execute unit's accumulating writes: a compute's C rows (its preload's).
     is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
     e_cand = (is_comp & (d.column("c_garbage") == 0) & (d.column("c_acc") == 1)
               & (d.column("c_accumulate") == 1))
     c_row, c_rows = d.column("c").astype(np.int64), d.column("c_rows").astype(np.int64)
     c_stride = d.column("c_stride").astype(np.int64)
-    e_banks = {}
-    for i in np.flatnonzero(e_cand).tolist():
-        e_banks[i] = _acc_banks(c_row[i] + np.arange(c_rows[i]) * c_stride[i], bank_rows)
-    if not m_banks or not e_banks:
-        return RaceReport(0, ())
+    e_banks = {i: _acc_banks(c_row[i] + np.arange(c_rows[i]) * c_stride[i], bank_rows)
+               for i in np.flatnonzero(e_cand).tolist()}
+    return m_banks, e_banks
+
+
+def _known_done(d: Any, params: IsaParams, m_number: dict[int, int]) -> list[_Done]:
+    """For each instruction, what the chip's rules guarantee complete when it starts: the
+    accumulating mvins (bit ``m_number[i]`` for mvin i) and the execute watermark."""
+    n = len(d)
+    op = d.column("op").astype(np.int64)
+    unit = d.column("unit").astype(np.int64)
+    opa_s, opa_e, opb_s, opb_e, opa_dst = _ranges(d, params)
+    rows_total = params.sp_rows + params.acc_rows
 
     # Per unified row, the union of ({i} + Done(i)) over the entries of each kind that track it.
     kinds = ("ld", "ex_any", "ex_dst", "st_a", "st_dst", "st_b_of_dst")
@@ -245,8 +255,8 @@ def find_races(trace: Any, hw: Any) -> RaceReport:
         done[j] = dj
         # What depending on j means: j complete, and so everything j waited for.
         mine = _Done(dj.bits, dj.ex)
-        if m_cand[j]:
-            mine.bits |= 1 << int(m_number[j])
+        if j in m_number:
+            mine.bits |= 1 << m_number[j]
         if u == Unit.EXECUTE and opa_dst[j]:
             mine.ex = max(mine.ex, j)  # a preload with a real C retires after every older write
         if u == Unit.LOAD:
@@ -267,20 +277,28 @@ def find_races(trace: Any, hw: Any) -> RaceReport:
         if u in queue_last:
             queue_last[u] = j
         older_all.merge(mine)
-        if m_cand[j]:
-            older_all.bits |= 1 << int(m_number[j])
+        if j in m_number:
+            older_all.bits |= 1 << m_number[j]
 
-    # Pairs: an accumulating mvin M and an accumulating compute E into another bank, unordered.
-    # The compute writes while its preload's ROB entry is live: it is ordered after M if M is
-    # done when the compute starts, and before M if its preload retired before M starts.
+    return done
+
+
+def _unordered(d: Any, done: list[_Done], m_banks: dict[int, int], e_banks: dict[int, int]
+               ) -> RaceReport:
+    """Pairs of an accumulating mvin M and an accumulating compute E into another bank that
+    nothing orders. The compute writes while its preload's ROB entry is live: it is ordered
+    after M if M is done when the compute starts, and before M if its preload retired before
+    M starts."""
+    n = len(d)
+    op = d.column("op").astype(np.int64)
     pre_of = {}
     last_pre = -1
     for j in range(n):
         if op[j] == Op.PRELOAD:
             last_pre = j
-        elif e_cand[j]:
+        elif j in e_banks:
             pre_of[j] = last_pre
-    m_idx = np.flatnonzero(m_cand)
+    m_idx = np.array(sorted(m_banks), np.int64)
     e_idx = np.array(sorted(e_banks), np.int64)
     races: list[Race] = []
     count = 0
@@ -303,7 +321,7 @@ def find_races(trace: Any, hw: Any) -> RaceReport:
 
     for e in e_idx.tolist():  # older mvins not known done when the compute starts
         older = int(np.searchsorted(m_idx, e))
-        open_bits = ((1 << older) - 1) & ~done[e].bits
+        open_bits = ((1 << older) - 1) & ~done[e].bits  # bit k: the k-th mvin, m_idx[k]
         while open_bits:
             low = open_bits & -open_bits
             report(int(m_idx[low.bit_length() - 1]), e)
