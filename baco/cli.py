@@ -104,7 +104,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_programs(args: argparse.Namespace) -> int:
-    from baco.program_validation import YARDSTICKS, validate_programs
+    from baco.program_validation import validate_programs
+    from baco.yardsticks import YARDSTICKS
 
     report = validate_programs(args.file)
     if args.json:

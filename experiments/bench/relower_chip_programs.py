@@ -16,8 +16,6 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-import numpy as np  # noqa: E402
-
 from accel.arch import HardwareConfig  # noqa: E402
 from accel.dosa_csv import DATA_DIR  # noqa: E402
 from accel.lower import lower  # noqa: E402
@@ -33,8 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = []
     for p in read_programs(args.file):
         preset = HardwareConfig.preset("gemmini_default")
-        scale = 1 / (64 * np.sqrt(p.layer.C * p.layer.R * p.layer.S))
-        low = lower(p.layer, p.mapping, preset, acc_scale=float(scale))
+        low = lower(p.layer, p.mapping, preset, acc_scale=p.acc_scale)
         then = run(p.trace, p.hw, functional=False, timing_table=p.timing).cycles
         now = run(low.trace, p.hw, functional=False, timing_table=p.timing).cycles
         rows.append({"id": p.id, "name": p.name, "then_cycles": then, "now_cycles": now,

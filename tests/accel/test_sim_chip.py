@@ -15,6 +15,7 @@ from accel.isa import Instruction, LocalAddr
 from accel.lower import lower
 from accel.lower.check import expected_output, random_inputs
 from accel.sim import find_races, run
+from accel.sim.rtl import metrics
 from accel.trace import Trace
 from baco.program_validation import read_programs, simulate_programs
 
@@ -31,10 +32,9 @@ def test_the_simulator_times_the_programs_as_the_chip(programs):
     """Fit once on these rows (`accel.sim.timing`): a guard that they stay met."""
     sim = simulate_programs(programs)
     rtl = np.array([p.rtl_cycles for p in programs])
-    rel = np.abs(sim - rtl) / rtl
-    rank = lambda x: np.argsort(np.argsort(x))  # noqa: E731
-    assert rel.mean() <= 0.06 and rel.max() <= 0.15
-    assert np.corrcoef(rank(sim), rank(rtl))[0, 1] >= 0.99
+    figures = metrics(sim, rtl)
+    assert figures["mape"] <= 0.06 and np.max(np.abs(sim - rtl) / rtl) <= 0.15
+    assert figures["spearman"] >= 0.99
 
 
 def test_the_chip_was_wrong_exactly_where_the_trace_races(programs):
@@ -79,8 +79,7 @@ def test_one_bank_never_races():
 def test_relowered_residual_programs_do_not_race_and_match_numpy(programs, pid):
     p = next(p for p in programs if p.id == pid)
     assert find_races(p.trace, p.hw).racing
-    scale = 1 / (64 * np.sqrt(p.layer.C * p.layer.R * p.layer.S))
-    low = lower(p.layer, p.mapping, HW, acc_scale=float(scale))
+    low = lower(p.layer, p.mapping, HW, acc_scale=p.acc_scale)
     assert not find_races(low.trace, HW).racing
     assert not any(l.startswith("mvin") and "+accumulate" in l
                    for l in low.trace.to_text().splitlines())
