@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 import yaml
 
+from accel import dma
 from workloads.errors import ConfigError
 from workloads.layer import DIMS
 
@@ -67,7 +68,7 @@ MAX_STAGES = 4
 # Names a template expression may use, besides the template's own `params`.
 HW_FIELDS = ("pe_rows", "pe_cols", "sp_kb", "acc_kb", "dram_bw_words", "input_bits",
              "weight_bits", "acc_bits", "clock_mhz")
-DERIVED_NAMES = ("n_pe",)
+DERIVED_NAMES = ("n_pe", "dma_bus_bytes", "dma_inflight")
 
 
 # --------------------------------------------------------------------------- expressions
@@ -685,6 +686,11 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
     """The names a template expression sees."""
     env = {f: getattr(hwp, f) for f in HW_FIELDS}
     env["n_pe"] = hwp.pe_rows * hwp.pe_cols
+    # The DMA the generator builds for this bandwidth (`accel.dma`), as the simulator times it.
+    word_bytes = xp.maximum(1.0, xp.floor(xp.asarray(hwp.input_bits, xp.float32) / 8))
+    dram_bytes = hwp.dram_bw_words * word_bytes
+    env["dma_bus_bytes"] = dma.bus_bytes(dram_bytes, xp)
+    env["dma_inflight"] = dma.inflight_requests(dram_bytes, xp=xp)
     for i, name in enumerate(template.param_names):
         env[name] = hwp.extra[..., i]
     env["inf_bw"] = xp.inf

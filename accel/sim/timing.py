@@ -14,9 +14,10 @@ next tile's mvins write other rows than the current tile's computes read, nothin
 
 Per command (all derived from `TimingTable` and the `HardwareConfig`):
 
-* mvin / mvout: the DMA splits each DRAM row into bus-wide lines and asks for them in
-  requests aligned to their power-of-two size, up to ``dma_max_bytes`` (a row straddling a line
-  costs two; a 3-byte row a whole one). A direction keeps `TimingTable.inflight_requests`
+* mvin / mvout: the DMA cuts each DRAM row into TileLink requests as the chip does
+  (`dma_packets`: one per ``dma_max_bytes`` block the row touches, each moving a whole aligned
+  power-of-two block; an mvin with a zero stride reads its row once); on the chip's 55
+  programs these are exactly the requests it issued. A direction keeps `TimingTable.inflight_requests`
   out, each for a round trip (``dram_latency_cycles + dma_round_trip_extra_cycles``, writes
   ``+ dma_write_extra_cycles``), so it sends at most that many per round trip; its beats cross
   the bus at the DRAM bandwidth. Reads (mvin) and writes (mvout) each have their channel (the
@@ -47,8 +48,12 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 * config_ex waits until the mesh is empty; fence waits until every earlier command completed.
 
 The constants not read from Gemmini's generator configuration (the round-trip extras) were
-fitted once, globally, on baco's programs run on the chip (`data/gemmini_rtl_baco_programs.csv`,
-`baco validate programs`); the chip's own probes (`data/gemmini_rtl_probes.csv`) agree.
+read off the chip's own probes (`data/gemmini_rtl_probes.csv`) and checked once, globally, on
+baco's programs run on the chip (`data/gemmini_rtl_baco_programs.csv`, `baco validate
+programs`). Not modelled: the in-flight limit as a window (a short burst of requests goes out
+one per cycle; the model charges every request the steady rate), the mesh's tag limit, the
+TileLink A channel shared by read requests and write beats, and DMA writes waiting on an
+accumulator bank the execute unit is writing.
 
 Cycle counts are int32 (the scan runs without x64): traces longer than about 2**31 cycles
 overflow and are reported as such by `accel.sim.run`.
@@ -57,12 +62,12 @@ overflow and are reported as such by `accel.sim.run`.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
+from accel import dma
 from accel.isa import IsaParams
 from accel.sim.decode import COL, DecodedTrace, Op, Unit
 from workloads.errors import ConfigError
@@ -103,7 +108,9 @@ class TimingTable:
     dma_bus_bytes_per_cycle: int = 0
     dma_max_bytes: int = 64
     max_inflight_requests: int = 0
-    dma_round_trip_extra_cycles: int = 4
+    # `accel.dma.ROUND_TRIP_EXTRA_CYCLES`: read off the chip's probes; a grid of 10-14 on
+    # the shared programs is flat.
+    dma_round_trip_extra_cycles: int = dma.ROUND_TRIP_EXTRA_CYCLES
     # A write request is out until its acknowledgement: the same round trip plus this (the
     # chip's mvout probes: ~1.7 cycles per 16-byte write at 32 in flight and latency 40).
     dma_write_extra_cycles: int = 7
@@ -111,7 +118,7 @@ class TimingTable:
     # accelerator cycles. The one constant fitted to measurements: a grid over {30, 40, 60} on
     # the training split of DOSA's FireSim rows (`accel.sim.rtl`); 30-60 change the rank
     # correlation by under 0.005, and 40 is an L2 hit on a Chipyard SoC.
-    dram_latency_cycles: int = 40
+    dram_latency_cycles: int = dma.DRAM_LATENCY_CYCLES
     # Scratchpad write after the last beat arrives: mvin_scale_args latency = 4.
     mvin_write_cycles: int = 4
     # Accumulator read + scaling pipeline before an mvout's data reaches the DMA:
@@ -146,29 +153,23 @@ class TimingTable:
 
     def bytes_per_cycle(self, hw: Any) -> float:
         """DMA bandwidth: the hardware's DRAM bandwidth, or a fixed bus if that is narrower."""
-        dram = float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
+        dram = _dram_bytes_per_cycle(hw)
         bus = float(self.dma_bus_bytes_per_cycle)
         return min(bus, dram) if bus > 0 else dram
 
     def bus_bytes(self, hw: Any) -> int:
-        """Bytes per DMA beat: the fixed bus, or the generator's 128 bits widened to the next
-        power of two that carries the hardware's DRAM bandwidth in one beat per cycle."""
+        """Bytes per DMA beat: the fixed bus, or the generator's (`accel.dma.bus_bytes`)."""
         if self.dma_bus_bytes_per_cycle > 0:
             return int(self.dma_bus_bytes_per_cycle)
-        dram = float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
-        return max(16, 1 << max(0, math.ceil(math.log2(max(dram, 1.0)))))
+        return int(dma.bus_bytes(_dram_bytes_per_cycle(hw)))
 
     def inflight_requests(self, hw: Any) -> int:
-        """Requests a DMA direction keeps out: the fixed count, or the generator configured
-        so that DIM-wide rows, one request each, stream at the hardware's DRAM bandwidth over a
-        round trip: the next power of two, at least defaultConfig's 16 (32 for 8 or 16
-        bytes/cycle at DIM 16, as the measured chip has; 256 for 64 bytes/cycle)."""
+        """Requests a DMA direction keeps out: the fixed count, or the generator's for this
+        round trip (`accel.dma.inflight_requests`)."""
         if self.max_inflight_requests > 0:
             return int(self.max_inflight_requests)
-        round_trip = self.dram_latency_cycles + self.dma_round_trip_extra_cycles
-        row_bytes = int(hw.pe_cols) * max(1, int(hw.input_bits) // 8)
-        need = self.bytes_per_cycle(hw) * round_trip / row_bytes
-        return max(16, 1 << max(0, math.ceil(math.log2(max(need, 1.0)))))
+        return int(dma.inflight_requests(
+            self.bytes_per_cycle(hw), self.dram_latency_cycles + self.dma_round_trip_extra_cycles))
 
     def request_interval_cycles(self, hw: Any) -> float:
         """Cycles between DMA requests of one direction: one per cycle, or fewer when the
@@ -197,6 +198,10 @@ class TimingTable:
         return cls(**overrides)
 
 
+def _dram_bytes_per_cycle(hw: Any) -> float:
+    return float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
+
+
 # ---------------------------------------------------------------------------------------------
 # Static costs.
 
@@ -204,59 +209,77 @@ COST_COLUMNS = ("occ", "post", "dma", "dma_offset", "tail")
 CCOL = {name: i for i, name in enumerate(COST_COLUMNS)}
 
 
-def _aligned_requests(first_line: np.ndarray, lines: np.ndarray, max_lines: int) -> np.ndarray:
-    """Requests that cover ``lines`` bus lines from ``first_line``: each a power of two of at
-    most ``max_lines`` lines, aligned to its size (TileLink's rule, which the StreamReader's
-    request sizes follow: DMA.scala ~180)."""
-    pos, left = first_line.astype(np.int64).copy(), lines.astype(np.int64).copy()
-    count = np.zeros(len(pos), np.int64)
+def dma_packets(addr: np.ndarray, nbytes: np.ndarray, bus_bytes: int,
+                max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """TileLink requests and bus beats that move ``nbytes`` from each ``addr``, as Gemmini's
+    StreamReader and StreamWriter cut a row (DMA.scala ~186-205 read_packets, ~426-470
+    write_packets): each request is the power-of-two block (``bus_bytes`` to ``max_bytes``)
+    aligned to its size that covers the most of what is left from the current address (the
+    smallest on ties), and moves all its beats. So a row costs one request per ``max_bytes``
+    block it touches, and a row that straddles a smaller block is carried by a larger one."""
+    pos, left = addr.astype(np.int64).copy(), np.maximum(nbytes.astype(np.int64), 0)
+    reqs = np.zeros(len(pos), np.int64)
+    beats = np.zeros(len(pos), np.int64)
+    sizes = [s for s in (bus_bytes << k for k in range(16)) if s <= max(max_bytes, bus_bytes)]
     while np.any(left > 0):
         live = left > 0
-        size = np.full(len(pos), max(1, max_lines), np.int64)
-        for _ in range(max(1, max_lines).bit_length()):
-            shrink = live & ((pos % size != 0) | (size > left))
-            size = np.where(shrink, np.maximum(size // 2, 1), size)
-        pos = np.where(live, pos + size, pos)
-        left = np.where(live, left - size, left)
-        count += live
-    return count
+        best = np.zeros(len(pos), np.int64)
+        size = np.full(len(pos), sizes[0], np.int64)
+        for s in sizes:
+            moved = np.minimum(s - pos % s, left)
+            better = moved > best
+            best = np.where(better, moved, best)
+            size = np.where(better, s, size)
+        pos = np.where(live, pos + best, pos)
+        left = np.where(live, left - best, left)
+        reqs += live
+        beats += np.where(live, size // bus_bytes, 0)
+    return reqs, beats
 
 
-def move_dma_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any,
-                    sel: np.ndarray, write: bool) -> np.ndarray:
-    """Cycles the DMA's read (mvin) or write (mvout) channel is held by each selected move.
-
-    Each DRAM row is split into bus-wide lines: a read asks for them in aligned requests of up
-    to ``dma_max_bytes``, a write sends each line as its own request (a row that straddles a
-    line costs two; a 1-byte row a whole one). The channel is held for the longer of its beats
-    at the DRAM bandwidth and its requests at the in-flight limit (one per
-    `TimingTable.request_interval_cycles`, or the longer round trip of a write)."""
-    n = len(decoded)
-    out = np.zeros(n, np.int64)
+def _move_packets(decoded: DecodedTrace, table: TimingTable, hw: Any,
+                  sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(idx, requests, beats)`` of each selected move: its DRAM rows cut by `dma_packets`.
+    An mvin with a zero stride reads its row once and the scratchpad repeats it
+    (LoadController.scala ~76 ``actual_rows_read``, ~105 ``repeats``)."""
     idx = np.flatnonzero(sel)
-    if not len(idx):
-        return out
     col = {k: decoded.column(k).astype(np.int64)[idx] for k in
-           ("rows", "cols", "elem_bytes", "dram", "dram_stride")}
-    bus = table.bus_bytes(hw)
+           ("op", "rows", "cols", "elem_bytes", "dram", "dram_stride")}
     rows = np.maximum(col["rows"], 0)
+    repeated = (col["op"] == Op.MVIN) & (col["dram_stride"] == 0)
+    rows = np.where(repeated, np.minimum(rows, 1), rows)
     which = np.repeat(np.arange(len(idx)), rows)
     r = np.arange(len(which)) - np.repeat(np.cumsum(rows) - rows, rows)
     addr = col["dram"][which] + r * col["dram_stride"][which]
     nbytes = (col["cols"] * col["elem_bytes"])[which]
-    first = addr // bus
-    lines = np.where(nbytes > 0, (addr + nbytes - 1) // bus - first + 1, 0)
-    reqs = _aligned_requests(first, lines, max(1, table.dma_max_bytes // bus))
+    reqs, beats = dma_packets(addr, nbytes, table.bus_bytes(hw), table.dma_max_bytes)
+    return (idx, np.bincount(which, weights=reqs, minlength=len(idx)),
+            np.bincount(which, weights=beats, minlength=len(idx)))
+
+
+def dma_requests(decoded: DecodedTrace, table: TimingTable, hw: Any,
+                 sel: np.ndarray) -> np.ndarray:
+    """Memory requests each selected move issues (0 elsewhere)."""
+    out = np.zeros(len(decoded), np.int64)
+    idx, reqs, _ = _move_packets(decoded, table, hw, sel)
+    out[idx] = reqs
+    return out
+
+
+def move_dma_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any,
+                    sel: np.ndarray, write: bool) -> np.ndarray:
+    """Cycles the DMA's read (mvin) or write (mvout) channel is held by each selected move:
+    the longer of its beats at the DRAM bandwidth and its requests at the in-flight limit
+    (one per `TimingTable.request_interval_cycles`, or the longer round trip of a write)."""
+    out = np.zeros(len(decoded), np.int64)
+    idx, reqs, beats = _move_packets(decoded, table, hw, sel)
     if write:
         interval = max(1.0, (table.dram_latency_cycles + table.dma_round_trip_extra_cycles
                              + table.dma_write_extra_cycles) / table.inflight_requests(hw))
     else:
         interval = table.request_interval_cycles(hw)
-    beat_cycles = bus / table.bytes_per_cycle(hw)
-    per_move_lines = np.bincount(which, weights=lines, minlength=len(idx))
-    per_move_reqs = np.bincount(which, weights=reqs, minlength=len(idx))
-    out[idx] = np.ceil(np.maximum(per_move_lines * beat_cycles,
-                                  per_move_reqs * interval)).astype(np.int64)
+    beat_cycles = table.bus_bytes(hw) / table.bytes_per_cycle(hw)
+    out[idx] = np.ceil(np.maximum(beats * beat_cycles, reqs * interval)).astype(np.int64)
     return out
 
 
@@ -565,6 +588,8 @@ __all__ = [
     "array_latency_cycles",
     "compute_cycles",
     "costs",
+    "dma_packets",
+    "dma_requests",
     "init_state",
     "lower_bound_cycles",
     "move_dma_cycles",

@@ -179,3 +179,34 @@ def test_the_on_chip_path_is_an_optional_template_entry():
     raw["onchip_path"] = {"area_mm": 1}
     with pytest.raises(ConfigError, match="onchip_path"):
         Template.from_dict(raw, "bad")
+
+
+def test_the_dram_port_is_the_dma_the_generator_builds():
+    """Bus and in-flight requests follow the DRAM bandwidth by the generator's rule
+    (`accel.dma`), the area follows them, and the relaxed area's gradient sees the need."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from accel import dma
+    from accel.arch import level_arrays
+    from accel.sim import TimingTable
+
+    base = HardwareConfig.preset("gemmini_default")
+    port = {}
+    for words in (8.0, 16.0, 24.0, 64.0):
+        hw = dataclasses.replace(base, dram_bw_words=words)
+        bus, inflight = TimingTable().bus_bytes(hw), TimingTable().inflight_requests(hw)
+        assert bus == int(dma.bus_bytes(words))
+        port[words] = float(level_arrays(hw.template_spec, hw.to_params(), np).area_mm2[-1])
+        assert port[words] == pytest.approx(0.3 * bus / 16 + 0.001 * inflight, rel=1e-6)
+    assert TimingTable().bus_bytes(dataclasses.replace(base, dram_bw_words=64.0)) == 64
+    assert port[8.0] < port[16.0] < port[24.0] < port[64.0]
+
+    def area(words):
+        hwp = base.to_params()._replace(dram_bw_words=words)
+        return level_arrays(base.template_spec, hwp).area_mm2[-1]
+
+    assert float(area(jnp.float32(24.0))) == pytest.approx(port[24.0], rel=1e-6)
+    assert float(jax.grad(area)(jnp.float32(24.0))) > 0

@@ -149,12 +149,16 @@ def test_preload_after_compute_overlaps_it_unless_they_share_a_bank():
     assert _mul_pre_occupancy(16) == [16, 16, 16, 16]
 
 
-def test_dma_requests_follow_alignment():
-    lines = np.array([1, 1, 4, 4, 2])
-    first = np.array([0, 3, 0, 1, 1])
-    # an aligned line, a lone line, an aligned 64-byte row, the same row one line off (16 +
-    # 32 + 16), two lines that straddle a 32-byte boundary
-    assert timing._aligned_requests(first, lines, 4).tolist() == [1, 1, 1, 3, 2]
+def test_dma_requests_follow_the_chips_packets():
+    addr = np.array([0, 48, 0, 8, 40, 25, 57, 100])
+    nbytes = np.array([16, 16, 64, 64, 64, 16, 16, 3])
+    reqs, beats = timing.dma_packets(addr, nbytes, 16, 64)
+    # an aligned line; a lone line; an aligned 64-byte row; the same row 8 bytes off (a 64-byte
+    # block, then 8 bytes in one line); 40 off (24 bytes in a 32-byte block, then a 64-byte
+    # one); 16 bytes that straddle a line inside one 64-byte block (one request of four
+    # beats); the same across a 64-byte boundary (two of a line each); 3 bytes (a line)
+    assert reqs.tolist() == [1, 1, 1, 2, 2, 1, 2, 1]
+    assert beats.tolist() == [1, 1, 4, 5, 6, 4, 2, 1]
 
 
 def _small_loads(n: int) -> Trace:
@@ -188,13 +192,14 @@ def test_timing_table_validation_and_overrides():
         TimingTable(rs_entries_load=0)
     with pytest.raises(ConfigError):
         TimingTable.from_dict({"dram_latency": 5})
-    table = TimingTable.from_dict({"dram_latency_cycles": 7})
-    assert table.dram_latency_cycles == 7 and table.request_interval_cycles(HW) == 1.0
+    table = TimingTable.from_dict({"dram_latency_cycles": 4})
+    assert table.dram_latency_cycles == 4 and table.request_interval_cycles(HW) == 1.0
     # The generator's DMA for the design's DRAM bandwidth: a 128-bit bus and 32 requests at 8
-    # bytes/cycle (16-byte rows at 44 cycles a round trip); a 512-bit bus and 256 at 64.
+    # bytes/cycle (16-byte rows at 51 cycles a round trip); a 512-bit bus at 64, with a round
+    # trip's worth of requests (one a cycle), 64.
     wide = dataclasses.replace(HW, dram_bw_words=64.0)
     assert (TimingTable().bus_bytes(HW), TimingTable().inflight_requests(HW)) == (16, 32)
-    assert (TimingTable().bus_bytes(wide), TimingTable().inflight_requests(wide)) == (64, 256)
+    assert (TimingTable().bus_bytes(wide), TimingTable().inflight_requests(wide)) == (64, 64)
     assert table.bytes_per_cycle(HW) == 8.0  # the preset's 8 words/cycle, under the 16-B bus
 
 
