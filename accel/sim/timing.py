@@ -17,16 +17,18 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 * mvin / mvout: the DMA cuts each DRAM row into TileLink requests as the chip does
   (`dma_packets`: one per ``dma_max_bytes`` block the row touches, each moving a whole aligned
   power-of-two block; an mvin with a zero stride reads its row once); on the chip's 55
-  programs these are exactly the requests it issued. A direction keeps `TimingTable.inflight_requests`
-  out, each for a round trip (``dram_latency_cycles + dma_round_trip_extra_cycles``, writes
-  ``+ dma_write_extra_cycles``), so it sends at most that many per round trip; its beats cross
-  the bus at the DRAM bandwidth. Reads (mvin) and writes (mvout) each have their channel (the
-  StreamReader and StreamWriter), each in program order, and each controller keeps
-  ``inflight_requests / DIM + 1`` moves outstanding (`TimingTable.outstanding_moves`). An
-  mvin completes a round trip + ``mvin_write_cycles`` after its last request; an mvout reads
-  one accumulator row per cycle through the scaling pipeline, hands the rows to the writer and
-  retires when the last is handed over; its acknowledgements come a round trip later, which
-  only a fence (and the end of the program) waits for.
+  programs these are exactly the requests it issued. A direction keeps
+  `TimingTable.inflight_requests` out, each for a round trip (``dram_latency_cycles +
+  dma_round_trip_extra_cycles``, writes ``+ dma_write_extra_cycles``), so a long stream sends
+  at most that many per round trip, while a short burst goes out one request a cycle (the
+  limit is a window: `window_cycles`); its beats cross the bus at the DRAM bandwidth. Reads
+  (mvin) and writes (mvout) each have their channel (the StreamReader and StreamWriter), each
+  in program order, and each controller keeps ``inflight_requests / DIM + 1`` moves
+  outstanding (`TimingTable.outstanding_moves`). An mvin completes a round trip +
+  ``mvin_write_cycles`` after its last request; an mvout reads one accumulator row per cycle
+  through the scaling pipeline, hands the rows to the writer and retires when the last is
+  handed over; its acknowledgements come a round trip later, which only a fence (and the end
+  of the program) waits for.
 * mvout_spad (baco extension): the store queue reads one accumulator row per cycle through
   the same scaling pipeline as an mvout and writes it to the scratchpad; no DMA and no DRAM
   latency: done ``mvout_read_cycles + spad_write_cycles`` after the last row is read.
@@ -50,10 +52,9 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 The constants not read from Gemmini's generator configuration (the round-trip extras) were
 read off the chip's own probes (`data/gemmini_rtl_probes.csv`) and checked once, globally, on
 baco's programs run on the chip (`data/gemmini_rtl_baco_programs.csv`, `baco validate
-programs`). Not modelled: the in-flight limit as a window (a short burst of requests goes out
-one per cycle; the model charges every request the steady rate), the mesh's tag limit, the
-TileLink A channel shared by read requests and write beats, and DMA writes waiting on an
-accumulator bank the execute unit is writing.
+programs`). Not modelled: the mesh's tag limit, the TileLink A channel shared by read
+requests and write beats, and DMA writes waiting on an accumulator bank the execute unit is
+writing.
 
 Cycle counts are int32 (the scan runs without x64): traces longer than about 2**31 cycles
 overflow and are reported as such by `accel.sim.run`.
@@ -62,6 +63,7 @@ overflow and are reported as such by `accel.sim.run`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax.numpy as jnp
@@ -205,7 +207,7 @@ def _dram_bytes_per_cycle(hw: Any) -> float:
 # ---------------------------------------------------------------------------------------------
 # Static costs.
 
-COST_COLUMNS = ("occ", "post", "dma", "dma_offset", "tail")
+COST_COLUMNS = ("occ", "post", "dma", "dma_offset", "tail", "burst", "ahead", "work")
 CCOL = {name: i for i, name in enumerate(COST_COLUMNS)}
 
 
@@ -266,21 +268,37 @@ def dma_requests(decoded: DecodedTrace, table: TimingTable, hw: Any,
     return out
 
 
+def _request_interval(table: TimingTable, hw: Any, write: bool) -> float:
+    if not write:
+        return table.request_interval_cycles(hw)
+    return max(1.0, (table.dram_latency_cycles + table.dma_round_trip_extra_cycles
+                     + table.dma_write_extra_cycles) / table.inflight_requests(hw))
+
+
 def move_dma_cycles(decoded: DecodedTrace, table: TimingTable, hw: Any,
-                    sel: np.ndarray, write: bool) -> np.ndarray:
-    """Cycles the DMA's read (mvin) or write (mvout) channel is held by each selected move:
-    the longer of its beats at the DRAM bandwidth and its requests at the in-flight limit
-    (one per `TimingTable.request_interval_cycles`, or the longer round trip of a write)."""
-    out = np.zeros(len(decoded), np.int64)
+                    sel: np.ndarray, write: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(held, burst)`` cycles of the DMA's read (mvin) or write (mvout) channel for each
+    selected move. ``held``: the longer of its beats at the DRAM bandwidth and its requests
+    at the in-flight limit's steady rate (one per `TimingTable.request_interval_cycles`, or
+    the longer round trip of a write). ``burst``: the same with the window open (one request
+    a cycle), how fast a move goes when the requests before it have come back."""
+    held = np.zeros(len(decoded), np.int64)
+    burst = np.zeros(len(decoded), np.int64)
     idx, reqs, beats = _move_packets(decoded, table, hw, sel)
-    if write:
-        interval = max(1.0, (table.dram_latency_cycles + table.dma_round_trip_extra_cycles
-                             + table.dma_write_extra_cycles) / table.inflight_requests(hw))
-    else:
-        interval = table.request_interval_cycles(hw)
+    interval = _request_interval(table, hw, write)
     beat_cycles = table.bus_bytes(hw) / table.bytes_per_cycle(hw)
-    out[idx] = np.ceil(np.maximum(beats * beat_cycles, reqs * interval)).astype(np.int64)
-    return out
+    held[idx] = np.ceil(np.maximum(beats * beat_cycles, reqs * interval)).astype(np.int64)
+    burst[idx] = np.ceil(np.maximum(beats * beat_cycles, reqs)).astype(np.int64)
+    return held, burst
+
+
+def window_cycles(table: TimingTable, hw: Any, write: bool) -> int:
+    """How far a direction's requests may run ahead of their steady rate: the in-flight
+    limit is a window (StreamReader/StreamWriter transaction ids, DMA.scala), so requests go
+    one a cycle until that many are out, and each id comes back a round trip later. The
+    chip's probes: 16 requests at latency 80 finish a round trip after the 16th cycle, not
+    16 steady intervals."""
+    return int(math.floor(table.inflight_requests(hw) * _request_interval(table, hw, write)))
 
 
 def _banks(decoded: DecodedTrace, hw: Any) -> dict[str, np.ndarray]:
@@ -328,8 +346,11 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     """Per-instruction static costs, int32 ``[n, len(COST_COLUMNS)]``.
 
     ``occ``: cycles the instruction holds its queue; ``post``: cycles from the end of its work
-    to completion (latency); ``dma``: cycles it holds its DMA channel (read or write), starting
-    ``dma_offset`` cycles after it starts.
+    to completion (latency); ``dma``: cycles it holds its DMA channel (read or write) at the
+    steady rate, starting ``dma_offset`` cycles after it starts; ``burst``: the same with the
+    in-flight window open; ``ahead``: how far the window lets its requests run ahead of the
+    steady rate (`window_cycles`); ``work``: a move's own cycles besides the DMA (an mvout's
+    accumulator reads).
     """
     c = {name: decoded.column(name).astype(np.int64) for name in
          ("op", "rows", "cols", "elem_bytes", "nblocks", "is_acc", "full", "a_rows", "a_cols",
@@ -346,9 +367,13 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     # Moves.
     is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
     stats = decoded.stat_passes()
-    read = move_dma_cycles(decoded, table, hw, is_mvin, write=False)
-    written = move_dma_cycles(decoded, table, hw, is_mvout & ~stats, write=True)
+    read, read_burst = move_dma_cycles(decoded, table, hw, is_mvin, write=False)
+    written, written_burst = move_dma_cycles(decoded, table, hw, is_mvout & ~stats,
+                                             write=True)
     dma = read + written
+    burst = read_burst + written_burst
+    ahead = np.where(is_mvin, window_cycles(table, hw, False),
+                     np.where(is_mvout, window_cycles(table, hw, True), 0))
     round_trip = table.dram_latency_cycles + table.dma_round_trip_extra_cycles
     occ = np.where(is_mvin, read, occ)
     post = np.where(is_mvin, round_trip + table.mvin_write_cycles, post)
@@ -359,6 +384,7 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     # a round trip later (``tail``: only a fence, or the end of the program, waits for them).
     local_rows = c["rows"] * c["nblocks"]
     occ = np.where(is_mvout, np.maximum(local_rows, written), occ)
+    work = np.where(is_mvout, local_rows, 0)
     dma_offset = np.where(is_mvout, table.mvout_read_cycles, dma_offset)
     tail = np.where(is_mvout & ~stats, round_trip + table.dma_write_extra_cycles, tail)
     is_msp = op == Op.MVOUT_SPAD
@@ -402,7 +428,7 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
 
     is_cfg = np.isin(op, [Op.CONFIG_EX, Op.CONFIG_LD, Op.CONFIG_ST, Op.CONFIG_NORM])
     occ = np.where(is_cfg | (op == Op.FLUSH), table.config_cycles, occ)
-    out = np.stack([occ, post, dma, dma_offset, tail], axis=1)
+    out = np.stack([occ, post, dma, dma_offset, tail, burst, ahead, work], axis=1)
     if out.size and out.max() > np.iinfo(np.int32).max // 4:
         raise ConfigError("an instruction's cost overflows the simulator's int32 cycles")
     return out.astype(np.int32)
@@ -525,6 +551,7 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
     dep = jnp.where(queued, jnp.maximum(raw, war_waw), 0)
     drain = jnp.where(op == Op.CONFIG_EX, t.unit_done[Unit.EXECUTE], 0)
     occ, post, dma, dma_offset, tail = cost[0], cost[1], cost[2], cost[3], cost[4]
+    burst, ahead, work = cost[5], cost[6], cost[7]
     uses_dma = dma > 0
     way = (op == Op.MVOUT).astype(jnp.int32)   # 0: DRAM reads (mvin), 1: writes (mvout)
     # A controller keeps n_cmds moves outstanding: a move waits for the one n_cmds before it.
@@ -533,9 +560,15 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
     start = jnp.maximum(jnp.maximum(enter, jnp.where(queued, t.unit_free[u], 0)),
                         jnp.maximum(jnp.maximum(dep, drain), mv_free))
 
+    # The channel is held at the steady rate (dma_free), but a move's last request goes out
+    # as soon as the in-flight window lets it: one a cycle, at most `ahead` before the rate.
     dma_start = jnp.maximum(start + dma_offset, t.dma_free[way])
     dma_end = dma_start + dma
-    work_end = jnp.maximum(start + occ, jnp.where(uses_dma, dma_end, 0))
+    last_request = jnp.maximum(start + dma_offset + burst, dma_end - ahead)
+    work_end = jnp.where(uses_dma, jnp.maximum(start + work, last_request), start + occ)
+    # A move holds its queue until its last request can enter the DMA's pipeline.
+    queue_free = jnp.where(uses_dma, jnp.maximum(start + work, last_request - dma_offset),
+                           start + occ)
     done = jnp.where(fence, start + fence_cycles, work_end + post)
 
     live = ~nop
@@ -549,7 +582,7 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
         last_issue=jnp.where(live, jnp.where(fence, done, enter), t.last_issue),
         rs_done=new_rs_done,
         rs_count=t.rs_count + onehot.astype(jnp.int32),
-        unit_free=jnp.where(onehot, start + occ, t.unit_free),
+        unit_free=jnp.where(onehot, queue_free, t.unit_free),
         unit_done=jnp.where(onehot, jnp.maximum(t.unit_done, done), t.unit_done),
         all_done=jnp.where(live, jnp.maximum(t.all_done, done + tail), t.all_done),
         dma_free=t.dma_free.at[way].set(jnp.where(live & uses_dma, dma_end, t.dma_free[way])),
@@ -595,5 +628,6 @@ __all__ = [
     "move_dma_cycles",
     "step",
     "table_dict",
+    "window_cycles",
 ]
 
