@@ -87,6 +87,7 @@ def test_penalty_gradient_shrinks_free_hardware():
     assert float(area(shrunk)) < start
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hw_mode", ["min_hw"])
 def test_penalty_gradient_pushes_the_relaxed_area_down(hw_mode):
     space = relax.RelaxSpace.create(GEMMINI, list(NET.layers), counts=list(NET.counts),

@@ -124,6 +124,7 @@ def test_rounding_makes_a_buildable_bandwidth_and_finish_keeps_it():
     assert rounder.finish(*arrays)[0].hw.dram_bw_words == HW.dram_bw_words
 
 
+@pytest.mark.slow
 def test_free_search_buys_bandwidth_for_a_load_bound_network_and_min_hw_keeps_the_base():
     net = workloads.Network.from_layers("load", [LOAD_BOUND])
     cfg = CodesignConfig(budget_samples=160, starts=2, steps_per_start=40, round_every=10,
@@ -135,6 +136,7 @@ def test_free_search_buys_bandwidth_for_a_load_bound_network_and_min_hw_keeps_th
     assert free.edp < kept.edp
 
 
+@pytest.mark.slow
 def test_a_killed_free_search_resumes_to_the_uninterrupted_result(tmp_path, comparable,
                                                                  killed_after_round):
     """The relaxed bandwidth and the refinement's bandwidth moves are in the checkpoint."""

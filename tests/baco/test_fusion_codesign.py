@@ -167,6 +167,7 @@ def test_within_an_area_budget_a_design_fuses_only_if_the_path_fits_beside_it():
         assert plan.decide(cycles, energy_pj, [HW]).tolist() == [[fuses]]
 
 
+@pytest.mark.slow
 def test_a_killed_fused_search_resumes_to_the_uninterrupted_result(tmp_path, comparable,
                                                                    killed_after_round):
     net = _g("G10")

@@ -147,6 +147,7 @@ def test_a_fused_suite_case_runs_marks_its_layers_and_simulates_its_chain(tmp_pa
     assert report["layers"][2]["checked"] and report["layers"][2]["mismatches"] == 0
 
 
+@pytest.mark.slow
 def test_with_free_hardware_the_baselines_get_the_bandwidth_baco_chose(tmp_path, capsys):
     """``hw_mode: free`` picks the DRAM bandwidth; the baselines, which cannot, run with the
     one BACO's design has, and results.json shows each method's hardware. A labelled second

@@ -58,6 +58,7 @@ def _interrupt_after_a_round(out: Path, sig: int, *extra: str) -> tuple[int, str
     return proc.returncode, err
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")   # fork + exec: no JAX state
 def test_interrupted_repeatedly_then_resumed_gives_the_uninterrupted_results(tmp_path):
     reference = tmp_path / "reference"

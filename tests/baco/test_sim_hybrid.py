@@ -82,6 +82,7 @@ def test_fine_tuning_lowers_the_error_on_the_simulated_rows():
     assert learner.pool == []
 
 
+@pytest.mark.slow
 def test_a_killed_sim_hybrid_run_resumes_to_the_same_result(tmp_path, reference,
                                                           comparable):
     path = tmp_path / "state.npz"

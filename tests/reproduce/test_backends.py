@@ -29,6 +29,7 @@ def test_process_pool_matches_in_process(tiny_experiment, tmp_path):
     _same(_results(tmp_path / "one"), _results(tmp_path / "two"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
 def test_ray_backend_on_a_local_instance(tiny_experiment, tmp_path):
     import ray

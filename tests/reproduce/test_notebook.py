@@ -15,6 +15,7 @@ NOTEBOOK = ROOT / "experiments" / "notebooks" / "quickstart.ipynb"
 @pytest.mark.skipif(importlib.util.find_spec("nbclient") is None
                     or importlib.util.find_spec("ipykernel") is None,
                     reason="needs the test extra: nbclient, ipykernel")
+@pytest.mark.slow
 def test_quickstart_notebook_executes(tmp_path):
     import nbformat
     from nbclient import NotebookClient
