@@ -33,6 +33,7 @@ def reference():
     return codesign(NET, config=CFG)
 
 
+@pytest.mark.slow
 def test_the_final_design_is_the_best_simulated_one(reference):
     info = reference.extra["sim_hybrid"]
     assert info["fine_tunes"] >= CFG.sim_rounds and info["designs_simulated"] >= CFG.sim_top_k
@@ -48,6 +49,7 @@ def test_the_final_design_is_the_best_simulated_one(reference):
     assert np.mean(np.abs(model / sim - 1)) < 0.25
 
 
+@pytest.mark.slow
 def test_results_json_puts_its_edp_on_the_named_yardstick(reference):
     config = dataclasses.replace(TINY, codesign=CFG, baselines=[])
     doc = results_document(config, reference, {})
