@@ -687,8 +687,7 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
     env = {f: getattr(hwp, f) for f in HW_FIELDS}
     env["n_pe"] = hwp.pe_rows * hwp.pe_cols
     # The DMA the generator builds for this bandwidth (`accel.dma`), as the simulator times it.
-    word_bytes = xp.maximum(1.0, xp.floor(xp.asarray(hwp.input_bits, xp.float32) / 8))
-    dram_bytes = hwp.dram_bw_words * word_bytes
+    dram_bytes = dma.dram_bytes_per_cycle(hwp.dram_bw_words, hwp.input_bits, xp)
     env["dma_bus_bytes"] = dma.bus_bytes(dram_bytes, xp)
     env["dma_inflight"] = dma.inflight_requests(dram_bytes, xp=xp)
     for i, name in enumerate(template.param_names):

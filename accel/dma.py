@@ -29,6 +29,11 @@ MIN_BUS_BYTES = 16          # defaultConfig's dma_buswidth = 128
 MIN_INFLIGHT_REQUESTS = 16  # defaultConfig's max_in_flight_mem_reqs
 
 
+def dram_bytes_per_cycle(dram_bw_words: Any, input_bits: Any, xp: Any = np) -> Any:
+    """The DRAM bandwidth in bytes a cycle (a word is an input element, at least a byte)."""
+    return dram_bw_words * xp.maximum(1.0, xp.floor(xp.asarray(input_bits, xp.float32) / 8))
+
+
 def _pow2_at_least(need: Any, floor: int, xp: Any) -> Any:
     if xp is np:
         need = np.asarray(need, np.float64)
@@ -59,4 +64,5 @@ def inflight_requests(dram_bytes_per_cycle: Any,
 
 
 __all__ = ["DRAM_LATENCY_CYCLES", "MIN_BUS_BYTES", "MIN_INFLIGHT_REQUESTS",
-           "ROUND_TRIP_EXTRA_CYCLES", "bus_bytes", "inflight_requests"]
+           "ROUND_TRIP_EXTRA_CYCLES", "bus_bytes", "dram_bytes_per_cycle",
+           "inflight_requests"]

@@ -201,7 +201,7 @@ class TimingTable:
 
 
 def _dram_bytes_per_cycle(hw: Any) -> float:
-    return float(hw.dram_bw_words) * max(1, int(hw.input_bits) // 8)
+    return float(dma.dram_bytes_per_cycle(float(hw.dram_bw_words), int(hw.input_bits)))
 
 
 # ---------------------------------------------------------------------------------------------
