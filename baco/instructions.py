@@ -62,6 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, Template, level_arrays
+from accel.lower import kernel_columns_per_row
 from accel.mapping import Mapping, span
 from perfmodels import relax
 from perfmodels.accesses import (
@@ -190,6 +191,32 @@ def _per_row(cost: dict[str, Any], rows: Any) -> Any:
                        (1.0 + cost["latency_cycles"] / rows) / cost["in_flight"])
 
 
+def packed_columns(template: Template, layer: LayerArrays, m: MappingArrays, fanout: Any
+                   ) -> Any:
+    """Kernel columns one array row group takes on average under first-layer packing (1
+    where the lowering does not pack): the lowering's rule (`accel.lower.nest.Nest`, Gemmini's
+    ``LoopConv`` ``max_pixels_per_row``): every input channel on the array's rows (``Cs =
+    C``, no temporal C), ``2 Cs <= DIM``, unit kernel dilation along W, and the innermost S
+    loop inside the array's row level; its T kernel columns go ``p = min(DIM // Cs, T)`` at a
+    time, so ``T / ceil(T / p)`` per group."""
+    axes = {d: level for level, d in array_axes(template)}
+    if C not in axes:
+        return jnp.float32(1.0)
+    level_c = axes[C]
+    lt, eps = m.log_temporal, 1e-6
+    t_log, found = jnp.float32(0.0), jnp.bool_(False)
+    for level in range(level_c + 1):  # the innermost S loop at or below the row level
+        here = lt[level, S] > eps
+        t_log = jnp.where(~found & here, lt[level, S], t_log)
+        found = found | here
+    cs = jnp.exp(m.log_spatial[level_c, C])
+    trip = jnp.round(jnp.exp(t_log))
+    p = kernel_columns_per_row(fanout[level_c], cs, trip, jnp)
+    ok = (found & (jnp.abs(layer.dilation[1] - 1.0) < eps) & (jnp.abs(cs - layer.dims[C]) < 0.5)
+          & (jnp.abs(lt[:, C]).sum() < eps) & (2.0 * cs <= fanout[level_c] + eps))
+    return jnp.where(ok, trip / jnp.ceil(trip / p), 1.0)
+
+
 def _window(layer: LayerArrays) -> Any:
     """Whether the inputs take the sliding-window layout (a kernel or a stride)."""
     return (layer.dims[R] * layer.dims[S] > 1.0) | (jnp.max(layer.stride) > 1.0)
@@ -292,10 +319,13 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
     acc_pad = accesses(template, padded_layer, padded_m)
     acc_real = accesses(template, layer, m)
     top = template.num_levels - 1
+    # First-layer packing fills the array's rows with several kernel columns: fewer MACs on
+    # padded rows (the buffers still hold one pixel per row, so the footprints keep the pad).
     acc = acc_pad._replace(
         reads=acc_pad.reads.at[top].set(acc_real.reads[top]),
         updates=acc_pad.updates.at[top].set(acc_real.updates[top]),
-        fills=acc_pad.fills.at[top].set(acc_real.fills[top]))
+        fills=acc_pad.fills.at[top].set(acc_real.fills[top]),
+        macs=acc_pad.macs / packed_columns(template, layer, m, lv.fanout))
     compute = acc.macs / jnp.exp(padded_m.log_spatial.sum())
     runs = instruction_runs(m, template.num_levels)   # padding moves no temporal loop
     moves = jnp.zeros(top + 1).at[top].set(move_cycles(template, layer, hwp, m, acc_real, runs))

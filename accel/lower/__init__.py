@@ -37,6 +37,7 @@ from accel.lower.layout import im2col_input
 from accel.lower.layout import im2col_weight
 from accel.lower.layout import input_hw
 from accel.lower.layout import reference
+from accel.lower.nest import kernel_columns_per_row
 from accel.lower.ws import Allocation
 from accel.lower.ws import BufferRegion
 from accel.lower.ws import Epilogue
@@ -63,6 +64,7 @@ __all__ = [
     "im2col_input",
     "im2col_weight",
     "input_hw",
+    "kernel_columns_per_row",
     "lower",
     "lower_gemm_chain",
     "matching_matrices",

@@ -158,7 +158,7 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
           layout: DramLayout | None = None, macro: bool = False,
           epilogue: Sequence[str] | None = None, acc_scale: float = 1.0,
           full_output: bool = False, check: bool = True,
-          max_instructions: int | None = None) -> Lowered:
+          max_instructions: int | None = None, first_layer: bool = True) -> Lowered:
     """Lower one layer with one mapping on one Gemmini-like hardware point to a trace.
 
     Args:
@@ -175,6 +175,9 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
         check: run the coverage check and `Trace.validate` (off only for bulk runs).
         max_instructions: stop with `ProgramTooLongError` as soon as the program would pass
             this many instructions (weight-stationary unrolled programs; None: no cap).
+        first_layer: pack a small-C convolution's kernel columns into the array's rows with
+            pixel repeats where the mapping allows (`accel.lower.nest.Nest`), as Gemmini
+            does when built with ``has_first_layer_optimizations`` (its default).
 
     Returns:
         A `Lowered` with the trace, DRAM layout, allocation and statistics.
@@ -199,7 +202,7 @@ def lower(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, dataflow: str =
     params = IsaParams.from_hardware(hw)
     padded = padded_layer(layer, mapping)
     mapping.validate(padded, hw)
-    nest = Nest(layer, mapping, params.dim)
+    nest = Nest(layer, mapping, params.dim, pack=first_layer)
     if check:
         ok, why = check_matching(*matching_matrices(*nest.matching(macro)))
         if not ok:

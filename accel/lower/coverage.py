@@ -119,12 +119,12 @@ def check_coverage(layer, cs: int, ks: int, steps: Sequence, trace: Trace) -> in
                 pix = np.concatenate([r.pixels for r in recs])
                 rec_of_row = np.repeat(np.arange(len(recs)), [len(r.pixels) for r in recs])
                 outer = np.stack([r.outer_index for r in recs])
-                meta = np.array([[len(r.pixels), r.ccols, r.kcols] for r in recs])
+                meta = np.array([[len(r.pixels), r.ccols, r.kcols, r.scols] for r in recs])
             else:
                 pix = np.zeros((0, 3), np.int64)
                 rec_of_row = np.zeros(0, np.int64)
                 outer = np.zeros((0, 7), np.int64)
-                meta = np.zeros((0, 3), np.int64)
+                meta = np.zeros((0, 4), np.int64)
             cache[id(tmpl)] = (pix, rec_of_row, outer, meta)
         pix, rec_of_row, outer, meta = cache[id(tmpl)]
         n_rec = len(meta)
@@ -141,19 +141,24 @@ def check_coverage(layer, cs: int, ks: int, steps: Sequence, trace: Trace) -> in
         glob = outer + o  # [rec, 7] global index of each weight block
         k_blk = glob[:, 5] // ks
         c_blk = glob[:, 4] // cs
-        want_c = np.minimum(cs, layer.C - c_blk * cs)
+        # A packed compute (first-layer packing) covers `scols` kernel columns at once.
+        want_c = np.minimum(cs, layer.C - c_blk * cs) * meta[:, 3]
         want_k = np.minimum(ks, layer.K - k_blk * ks)
         if np.any(meta[:, 1] != want_c) or np.any(meta[:, 2] != want_k):
             bad = int(np.argmax((meta[:, 1] != want_c) | (meta[:, 2] != want_k)))
             raise TraceError(f"coverage: compute #{pos - n_rec + bad} covers {meta[bad, 1]} "
                              f"input x {meta[bad, 2]} output channels of block (c-block "
-                             f"{c_blk[bad]}, k-block {k_blk[bad]}); the block has "
-                             f"{want_c[bad]} x {want_k[bad]}")
-        n_ = pix[:, 0] + o[6]
-        p_ = pix[:, 1] + o[2]
-        q_ = pix[:, 2] + o[3]
+                             f"{c_blk[bad]}, k-block {k_blk[bad]}, {meta[bad, 3]} kernel "
+                             f"column(s)); the block has {want_c[bad]} x {want_k[bad]}")
+        span = meta[rec_of_row, 3]
+        row_of = np.repeat(np.arange(len(rec_of_row)), span)
+        s_off = np.arange(len(row_of)) - np.repeat(np.cumsum(span) - span, span)
+        rec_of_row = rec_of_row[row_of]
+        n_ = pix[row_of, 0] + o[6]
+        p_ = pix[row_of, 1] + o[2]
+        q_ = pix[row_of, 2] + o[3]
         r_ = glob[rec_of_row, 0]
-        s_ = glob[rec_of_row, 1]
+        s_ = glob[rec_of_row, 1] + s_off
         coords = (np.full_like(n_, step.group), n_, p_, q_, k_blk[rec_of_row],
                   c_blk[rec_of_row], r_, s_)
         for i, (c_, extent) in enumerate(zip(coords, shape)):

@@ -146,13 +146,13 @@ class Emitter:
         self.a_stride = stride
 
     def config_ld(self, ld_id: int, stride_bytes: int, *, block_stride: int | None = None,
-                  shrunk: bool = False) -> None:
+                  shrunk: bool = False, pixel_repeats: int = 1) -> None:
         block = self.params.dim if block_stride is None else block_stride
-        want = (stride_bytes, block, shrunk)
+        want = (stride_bytes, block, shrunk, pixel_repeats)
         if self.ld.get(ld_id) == want:
             return
         self.out.append(Instruction.config_ld(stride_bytes, shrunk=shrunk, block_stride=block,
-                                              id=ld_id))
+                                              pixel_repeats=pixel_repeats, id=ld_id))
         self.ld[ld_id] = want
 
     def config_norm(self, igelu_qb: int, igelu_qc: int) -> None:

@@ -36,6 +36,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class Nest:
     extent of dim d in a level-l tile (all PE instances together).
     """
 
-    def __init__(self, layer: Layer, mapping: Mapping, dim: int) -> None:
+    def __init__(self, layer: Layer, mapping: Mapping, dim: int, pack: bool = True) -> None:
         if mapping.tags != GEMMINI_TAGS:
             raise InfeasibleError(f"lowering targets Gemmini's four levels {GEMMINI_TAGS}; the "
                                   f"mapping keeps {mapping.tags}")
@@ -117,6 +118,43 @@ class Nest:
             for l in range(4))
         self.stages = mapping.stages.astype(np.int64)
         self.cs, self.ks = int(spatial[C]), int(spatial[K])
+        self.mapping = mapping
+        # First-layer packing: the S loop `packed_loop` steps over groups of
+        # `pixels_per_row` kernel columns (the last group may be shorter: `packed_columns`).
+        self.pixels_per_row, self.packed_trip = 1, 1
+        self.packed_loop: Loop | None = None
+        loop = self._packable_loop() if pack else None
+        if loop is not None:
+            self.pixels_per_row = int(kernel_columns_per_row(dim, self.cs, loop.trip))
+            self.packed_trip = loop.trip
+            self.packed_loop = Loop(loop.level, S, -(-loop.trip // self.pixels_per_row),
+                                    self.pixels_per_row)
+            self.loops = tuple(tuple(self.packed_loop if lp is loop else lp for lp in level)
+                               for level in self.loops)
+
+    def _packable_loop(self) -> Loop | None:
+        """The S loop whose kernel columns share one array row group (first-layer packing, as
+        Gemmini's ``LoopConv`` with ``max_pixels_per_row``), or None.
+
+        Packing needs the inputs in window form at unit kernel dilation along W, every input
+        channel in the array's rows at once (``Cs = C``, no temporal C: each scratchpad row then
+        holds one pixel's ``C`` channels and consecutive kernel columns' weights are consecutive
+        rows), room for two kernel columns (``2 Cs <= DIM``), and the innermost S loop inside
+        the accumulator tile (the loops of one weight block's program)."""
+        lay = self.layer
+        if not self.window or lay.Wdilation != 1 or self.cover[C] != self.cs:
+            return None
+        if self.cs != self.dims[C] or 2 * self.cs > self.dim:
+            return None
+        for level in (REG, ACC):
+            for lp in self.loops[level]:
+                if lp.dim == S:
+                    return lp if lp.coef == 1 else None
+        return None
+
+    def unpacked(self) -> Nest:
+        """The same nest without first-layer packing."""
+        return Nest(self.layer, self.mapping, self.dim, pack=False)
 
     # ------------------------------------------------------------------ loop groups
     @property
@@ -169,6 +207,13 @@ class Nest:
         return not (lay.R == 1 and lay.S == 1 and lay.Hstride == 1 and lay.Wstride == 1
                     and lay.pads == (0, 0, 0, 0) and lay.upsample == (1, 1)
                     and self.cover[R] == 1 and self.cover[S] == 1)
+
+
+def kernel_columns_per_row(dim: Any, cs: Any, s_trip: Any, xp: Any = np) -> Any:
+    """Kernel columns one weight block packs: ``sp_tiled_conv``'s ``max_pixels_per_row``,
+    ``DIM / ichs`` capped at the kernel columns (gemmini.h ~1405-1414). Over numpy or jax
+    (`xp`): the lowering and the instruction-aware model (`baco.instructions`) share it."""
+    return xp.maximum(1, xp.minimum(xp.floor(dim / xp.maximum(cs, 1)), s_trip))
 
 
 def digits_index(loops: Sequence[Loop], digits: Sequence[int]) -> np.ndarray:
@@ -331,6 +376,7 @@ __all__ = [
     "enumerate_digits",
     "index_matrix",
     "input_layout",
+    "kernel_columns_per_row",
     "output_layout",
     "padded_layer",
     "runs",

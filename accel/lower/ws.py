@@ -11,6 +11,13 @@ accumulator rows, as in ``sp_tiled_conv``. Consecutive rows share a compute when
 scratchpad rows are evenly spaced (``config_ex`` ``a_stride``: a strided conv's rows) and their
 accumulator rows are consecutive.
 
+First-layer packing (`Nest.pixels_per_row` p > 1, a convolution whose few input channels all
+sit in the array's rows): as Gemmini's LoopConv, the inputs are mvin'd with ``config_ld`` pixel
+repeats p, so each scratchpad row holds p consecutive pixels' channels, and one preload and its
+computes take p kernel columns (``p * C`` array rows); each input slot keeps p - 1 guard rows
+before its tile for the repeats, and a tile that would cross the middle of the scratchpad
+(where the repeats stop) is lowered unpacked.
+
 Tiles are loaded when they change (the DRAM loop that moved is relevant to them), into the next
 of ``stages`` slots (2 = double buffering: consecutive tiles alternate halves, so the load of
 one overlaps the computes on the other). An accumulator tile stays resident while consecutive
@@ -162,13 +169,15 @@ class BufferRegion:
     rows_per_slot: int
     slots: int
     weights: bool = False
+    guard: int = 0  # rows at the start of each slot that pixel repeats may write, before the tile
 
     @property
     def rows(self) -> int:
         return self.rows_per_slot * self.slots
 
     def slot_row(self, slot: int) -> int:
-        return self.start_row + slot * self.rows_per_slot
+        """The first row of the tile in ``slot`` (after the slot's guard rows)."""
+        return self.start_row + slot * self.rows_per_slot + self.guard
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +221,9 @@ def allocate(nest: Nest, params: IsaParams, residual_in_sp: bool = False,
     """
     il, wl, ol = input_layout(nest), weight_layout(nest), output_layout(nest)
     s2, s1 = int(nest.stages[SP]), int(nest.stages[ACC])
-    inp = BufferRegion("input", "sp", 0, il.rows, s2)
+    # Pixel repeats write up to p - 1 rows before an input mvin's first: each slot keeps them.
+    guard = nest.pixels_per_row - 1
+    inp = BufferRegion("input", "sp", 0, il.rows + guard, s2, guard=guard)
     sp_need = inp.rows + wl.rows * s2
     extra = ol.rows * s1 if residual_in_sp else 0
     # The execute unit reads one row per scratchpad bank per cycle: a compute's inputs and the
@@ -226,8 +237,8 @@ def allocate(nest: Nest, params: IsaParams, residual_in_sp: bool = False,
     acc_need = out.rows
     if sp_need > params.sp_rows:
         raise InfeasibleError(
-            f"scratchpad: the tiles need {sp_need} rows (input {il.rows} + weight {wl.rows} "
-            f"rows, x {s2} stage(s)) but the scratchpad has {params.sp_rows} rows of "
+            f"scratchpad: the tiles need {sp_need} rows (input {inp.rows_per_slot} + weight "
+            f"{wl.rows} rows, x {s2} stage(s)) but the scratchpad has {params.sp_rows} rows of "
             f"{params.dim} elements; shrink the level-2 tile or its stages")
     if acc_need > params.acc_rows:
         raise InfeasibleError(
@@ -253,8 +264,9 @@ class ComputeRecord:
 
     outer_index: np.ndarray  # [7] local index of the weight block (and outer pixels)
     pixels: np.ndarray  # [rows, 3] local (n, p, q) of its rows, stream offsets included
-    ccols: int
+    ccols: int  # the compute's A columns: input channels x kernel columns packed
     kcols: int
+    scols: int = 1  # kernel columns packed from outer_index's S on (first-layer packing)
 
 
 @dataclasses.dataclass
@@ -323,10 +335,15 @@ def build_template(nest: Nest, valid: np.ndarray, il: TileLayout, wl: TileLayout
     red = [i for i, lp in enumerate(outer) if lp.dim in RED_DIMS]
     first = ~np.any(digits[:, red] != 0, axis=1) if red else np.ones(len(digits), bool)
     inside = np.all(index < valid, axis=1)
+    packed = [i for i, lp in enumerate(outer) if lp is nest.packed_loop]
+    p = nest.pixels_per_row
     ops, records, block_macs, array_rows = [], [], 0, 0
     for o in np.flatnonzero(inside):
         idx = index[o]
-        ccols = int(min(nest.cs, valid[C] - idx[C]))
+        scols = 1
+        if packed:  # this group's kernel columns: p, fewer at the loop's or the layer's end
+            scols = int(min(p, nest.packed_trip - digits[o, packed[0]] * p, valid[S] - idx[S]))
+        ccols = int(min(nest.cs, valid[C] - idx[C])) * scols
         kcols = int(min(nest.ks, valid[K] - idx[K]))
         limit = tuple(int(valid[d] - idx[d]) for d in PIXEL_DIMS)
         for j, (a_off, c_off, rows, stride, pixels) in enumerate(chunks.get(limit)):
@@ -346,7 +363,7 @@ def build_template(nest: Nest, valid: np.ndarray, il: TileLayout, wl: TileLayout
                         operand(rows, ccols, int(a_out[o]) + a_off), _A_BASE,
                         garbage, _NO_BASE, *d_first, 0))
             pix = pixels + idx[list(PIXEL_DIMS)]
-            records.append(ComputeRecord(idx.copy(), pix, ccols, kcols))
+            records.append(ComputeRecord(idx.copy(), pix, ccols, kcols, scols))
             block_macs += rows * ccols * kcols
             array_rows += rows
     return Template(ops, records, block_macs, array_rows)
@@ -442,6 +459,8 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
                                   f"instruction: more than {max_instructions}")
     # An accumulating residual mvin must not meet the execute unit's accumulating writes.
     alloc, il, wl, ol = allocate(nest, params, residual_in_sp=epi.bias and epi.residual)
+    if nest.pixels_per_row > 1 and _straddles_half(alloc["input"], il.rows, params.sp_rows):
+        return lower_ws(nest.unpacked(), params, layout, epi, max_instructions)
     residual_d = any(r.name == "residual" for r in alloc.regions)
     em = Emitter(params, max_instructions)
     act = epi.act
@@ -577,7 +596,8 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
             geo = window_geometry(nest)
             h0 = int(o3[P] * lay.Hstride + o3[R] * lay.Hdilation - lay.pads[0])
             w0 = int(o3[Q] * lay.Wstride + o3[S] * lay.Wdilation - lay.pads[1])
-            em.config_ld(0, gc, block_stride=geo.n * geo.span_h * geo.span_w)
+            em.config_ld(0, gc, block_stride=geo.n * geo.span_h * geo.span_w,
+                         pixel_repeats=nest.pixels_per_row)
             origin = x.offset_bytes + ((int(o3[N]) * h_in + h0 // uh) * w_in + w0 // uw) * gc \
                 + g * lay.C + int(o3[C])
             replay_plan(0, window_plan(v, h0, w0), origin, base)
@@ -701,6 +721,14 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
     leave_output()
     em.fence()
     return WSResult(em, alloc, steps, counts["w"], counts["i"], counts["o"], counts["spill"])
+
+
+def _straddles_half(region: BufferRegion, tile_rows: int, sp_rows: int) -> bool:
+    """Whether some input tile crosses the middle of the scratchpad, where pixel repeats stop
+    (a row in the upper half does not write below it: ``PixelRepeater.scala`` ~60-68)."""
+    half = sp_rows // 2
+    return any(region.slot_row(k) < half < region.slot_row(k) + tile_rows
+               for k in range(region.slots))
 
 
 def _replay(em: Emitter, tmpl: Template, bases: tuple, first: bool) -> None:

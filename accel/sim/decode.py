@@ -25,7 +25,7 @@ chose (``stat_id``), i-exp's constants (``iexp_qln2``, ``iexp_qln2_inv``, ``igel
 a statistics command (MAX, SUM_EXP, INV_SUM_EXP) is a *statistics pass*: it reads one row and
 writes nothing, so its DRAM address is not checked.
 
-Semantics the simulator does not implement (pooling on mvout, pixel repeats, the normalizer's
+Semantics the simulator does not implement (pooling on mvout, the normalizer's
 layernorm commands 1-4 and activation, activations on the execute path, ``loop_conv_ws``) are
 rejected here with a `TraceError` naming the field, instead of being silently mis-simulated;
 so are statistics passes that are not one row read through the normalizer (``rows`` != 1, the
@@ -86,6 +86,8 @@ INT_COLUMNS = (
     # mvin / mvout
     "dram", "dram_stride", "rows", "cols", "local", "is_acc", "accumulate", "full",
     "elem_bytes", "block_stride", "nblocks", "act",
+    # mvin into the scratchpad: config_ld's pixel repeats in force (1: none; PixelRepeater.scala)
+    "repeats",
     # the I-GELU constants in force (config_norm), for a move with act igelu; i-exp's qb, qc too
     "igelu_qb", "igelu_qc",
     # moves out of the accumulator: the normalizer command (0 reset, 5-7 a statistics pass),
@@ -165,6 +167,8 @@ class DecodedTrace:
     array_macs: int = 0
     moves_to_spad: bool = False
     uses_norm: bool = False  # statistics passes or the softmax activation on an acc move
+    pixel_repeats: bool = False  # an mvin with pixel repeats (config_ld pixel_repeats > 1)
+    sp_half_rows: int = 0  # half the machine's scratchpad rows: the pixel repeats' floor
 
     def __len__(self) -> int:
         return int(self.ints.shape[0])
@@ -188,6 +192,16 @@ class DecodedTrace:
         """Bytes the mvouts write to DRAM (statistics passes write none)."""
         writes = (self.column("op") == Op.MVOUT) & ~self.stat_passes()
         return int(np.sum(np.where(writes, self._move_bytes(), 0)))
+
+    def mvin_first_rows(self) -> np.ndarray:
+        """The first local row each mvin writes: an mvin with pixel repeats p also writes the
+        p - 1 rows before its first (``PixelRepeater.scala`` ~60-68: row ``addr - r`` for
+        repeat r), down to the floor of its half of the scratchpad (0, or half the rows);
+        ``ReservationStation.scala`` ~297-307 widens the tracked range the same way."""
+        local = self.column("local").astype(np.int64)
+        half = self.sp_half_rows
+        floor = np.where(local < half, 0, half)
+        return np.maximum(local - (self.column("repeats").astype(np.int64) - 1), floor)
 
     def _move_bytes(self) -> np.ndarray:
         return (self.column("rows").astype(np.int64) * self.column("cols")
@@ -381,10 +395,14 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     if bad.any():
         k = int(np.argmax(bad))
         raise fail(k, f"id {int(ld_id[k])} is not a load state (0, 1 or 2)", "id", "config_ld")
-    bad = is_ld & (_field(ll, "pixel_repeats", rs1, rs2) > 1)
+    # LoadController.scala ~148 keeps one pixel_repeats per load state, 0 read as 1.
+    repeats_raw = np.maximum(_field(ll, "pixel_repeats", rs1, rs2).astype(np.int64), 1)
+    bad = is_ld & (repeats_raw > dim)
     if bad.any():
-        raise fail(int(np.argmax(bad)), "pixel repeats (> 1) are not simulated", "pixel_repeats",
-                   "config_ld")
+        k = int(np.argmax(bad))
+        raise fail(k, f"pixel_repeats {int(repeats_raw[k])} exceeds the array dimension {dim}",
+                   "pixel_repeats", "config_ld")
+    ld_repeats = [_forward_fill(is_ld & (ld_id == k), repeats_raw, 1) for k in range(3)]
     ld_stride = [_forward_fill(is_ld & (ld_id == k), _field(ll, "stride", rs1, rs2)
                                .astype(np.int64), -1) for k in range(3)]
     ld_block = [_forward_fill(is_ld & (ld_id == k), _field(ll, "block_stride", rs1, rs2)
@@ -488,6 +506,12 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
     stride = np.where(stride < 0, row_bytes, stride)  # no config yet: rows packed
     block_stride = np.where(is_mvin, np.choose(ld_of, ld_block), dim)
     nblocks = np.where(is_move, -(-cols // dim), 0)
+    repeats = np.where(is_mvin, np.choose(ld_of, ld_repeats), 1)
+    bad = is_mvin & (repeats > 1) & ((l_acc == 1) | (nblocks > 1))
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise fail(k, "pixel repeats apply to an mvin of at most DIM columns into the "
+                   f"scratchpad (config_ld pixel_repeats {int(repeats[k])})", "sp", "mvin")
     bad = is_mvout & (st_pool != 0)
     if bad.any():
         raise fail(int(np.argmax(bad)), "max-pooling on mvout (config_st pool_stride) is not "
@@ -533,6 +557,7 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
         accumulate=np.where(is_mvin, l_accum, 0), full=np.where(is_mvout, l_full, 0),
         elem_bytes=np.where(is_move, elem, 0), block_stride=np.where(is_move, block_stride, 0),
         nblocks=nblocks, act=np.where(is_mvout, st_act, 0),
+        repeats=np.where(is_mvin, repeats, 1),
         igelu_qb=np.where(is_mvout, igelu["igelu_qb"], 0),
         igelu_qc=np.where(is_mvout, igelu["igelu_qc"], 0))
     acc_out = is_mvout & (l_acc == 1)
@@ -736,7 +761,9 @@ def decode(trace: Trace | TraceArrays | Any, params: IsaParams, dram_bytes: int 
                         dram_bytes=-1 if dram_bytes is None else int(dram_bytes),
                         uses_os=uses_os, reads_acc_operands=reads_acc,
                         macs=int(macs.sum()), array_macs=int(fed.sum()) * dim * dim,
-                        moves_to_spad=bool(is_msp.any()), uses_norm=uses_norm)
+                        moves_to_spad=bool(is_msp.any()), uses_norm=uses_norm,
+                        pixel_repeats=bool((is_mvin & (repeats > 1)).any()),
+                        sp_half_rows=shape.sp_rows // 2)
 
 
 def _check_norm(sel: np.ndarray, norm: np.ndarray, full: np.ndarray, rows: np.ndarray,

@@ -184,7 +184,9 @@ def _fstatic(preps: Sequence[_Prepared], with_data: bool) -> FuncStatic | None:
         uses_os=any(p.decoded.uses_os for p in preps),
         reads_acc=any(p.decoded.reads_acc_operands for p in preps),
         moves_to_spad=any(p.decoded.moves_to_spad for p in preps),
-        normalizer=any(p.decoded.uses_norm for p in preps))
+        normalizer=any(p.decoded.uses_norm for p in preps),
+        pixel_repeats=any(p.decoded.pixel_repeats for p in preps),
+        sp_half_rows=preps[0].decoded.sp_half_rows)
 
 
 def _result(prep: _Prepared, state: dict[str, np.ndarray], start: np.ndarray, end: np.ndarray,

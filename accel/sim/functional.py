@@ -12,7 +12,9 @@ Semantics (``ExecuteController.scala``, ``AccumulatorScale.scala``, ``Configs.sc
   int8 into the scratchpad, multiplied by the ``config_ld`` scale (float32, round to nearest
   even, saturate to int8; identity at 1.0); int32 into the accumulator (int8 sign-extended if
   ``shrunk``), unscaled (``mvin_scale_acc_args = None``), added to the old value if the
-  address has the accumulate bit. Columns beyond ``cols`` are left untouched.
+  address has the accumulate bit. Columns beyond ``cols`` are left untouched. With
+  ``config_ld`` pixel repeats p (first-layer packing) each row also goes to the p - 1 rows
+  before it, shifted right by ``cols`` columns per row back (`_repeat_rows`).
 * mvout: local rows (blocks DIM rows apart) to DRAM rows ``dram + r * stride``. From the
   accumulator: ``float32(x) * acc_scale`` rounded to nearest even, saturated to int8, then
   ReLU if ``config_st`` says so; with the full-width bit, the int32 values themselves.
@@ -94,6 +96,8 @@ class FuncStatic:
     reads_acc: bool
     moves_to_spad: bool = False  # the trace has mvout_spad (compiled in only then)
     normalizer: bool = False  # the trace uses the normalizer's softmax (likewise)
+    pixel_repeats: bool = False  # the trace has mvins with pixel repeats (likewise)
+    sp_half_rows: int = 0  # the pixel repeats' floor in the upper half of the scratchpad
 
     @property
     def dram_sink(self) -> int:
@@ -288,7 +292,8 @@ def step(s, ints, floats, k, st: FuncStatic):
     acc_mask = jnp.where(to_acc_in, in_mask, c_mask_w & c_acc)
     acc_idx = jnp.where(acc_mask.any(axis=1), jnp.where(to_acc_in, in_rows, c_idx_w), acc_sink)
     to_sp_in = is_mvin & ~is_acc
-    sp_mask = jnp.where(to_sp_in, in_mask, c_mask_w & ~c_acc)
+    repeated = to_sp_in & (g("repeats") > 1) if st.pixel_repeats else jnp.bool_(False)
+    sp_mask = jnp.where(to_sp_in, in_mask & ~repeated, c_mask_w & ~c_acc)
     if st.moves_to_spad:
         is_msp = op == Op.MVOUT_SPAD
         msp_read = (r < rows)[:, None] & (cvec < cols)[None, :] & is_msp
@@ -360,6 +365,8 @@ def step(s, ints, floats, k, st: FuncStatic):
         errors.append((jnp.any(msp_read & ~acc_ok[src_idx]), 7))
     sp = s.sp.at[sp_idx].set(jnp.where(sp_mask, sp_new, old_sp))
     sp_ok = s.sp_ok.at[sp_idx].set(old_sp_ok | sp_mask)
+    if st.pixel_repeats:
+        sp, sp_ok = _repeat_rows(sp, sp_ok, sp_in[:d], repeated, g, st)
 
     # ---- reads of the new local memories (this instruction did not write what they read) ------
     def operand_bad(ix):
@@ -413,6 +420,30 @@ def step(s, ints, floats, k, st: FuncStatic):
     return s.set(sp=sp, sp_ok=sp_ok, acc=acc, acc_ok=acc_ok, dram=dram, dram_ok=dram_ok,
                  preloaded=preloaded, weights=weights, os_acc=os_acc, os_base=os_base,
                  error_index=err_index, error_code=err_code, **norm)
+
+
+def _repeat_rows(sp, sp_ok, rows_in, live, g, st: FuncStatic):
+    """An mvin with pixel repeats p (``PixelRepeater.scala`` ~28-91): source row r (local row
+    ``local + r``) is also written to rows ``local + r - j`` for j < p, shifted right by ``j *
+    cols`` columns with only those ``cols`` columns enabled, and not below the floor of its
+    half of the scratchpad. So destination row y holds, in column block j, source row ``y -
+    local + j``: one gather over the ``DIM + p - 1`` rows from ``local - p + 1`` on."""
+    d = st.dim
+    p, cols, local = g("repeats"), jnp.maximum(g("cols"), 1), g("local")
+    t = jnp.arange(2 * d, dtype=jnp.int32)
+    c = jnp.arange(d, dtype=jnp.int32)
+    j = c // cols
+    dest = local - (p - 1) + t  # [2d]
+    src = t[:, None] - (p - 1) + j[None, :]  # [2d, d] source row feeding (dest, column)
+    src_addr = local + src
+    floor = jnp.where(src_addr < st.sp_half_rows, 0, st.sp_half_rows)
+    mask = (live & (j < p)[None, :] & (src >= 0) & (src < g("rows"))
+            & (dest[:, None] >= floor) & (dest[:, None] < st.sp_rows))
+    vals = rows_in[jnp.clip(src, 0, d - 1), c[None, :] - j[None, :] * cols]
+    idx = jnp.where(mask.any(axis=1), dest, st.sp_rows)
+    old, old_ok = sp[idx], sp_ok[idx]
+    return (sp.at[idx].set(jnp.where(mask, vals.astype(jnp.int8), old)),
+            sp_ok.at[idx].set(old_ok | mask))
 
 
 def _normalizer(s, g, acc, scale, st: FuncStatic) -> dict:

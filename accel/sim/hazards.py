@@ -6,7 +6,8 @@ timing the chip leaves open while the result depends on it. What it follows (ucb
 ``src/main/scala/gemmini``):
 
 * **Tracked operands** (``ReservationStation.scala`` ~185-270): an mvin tracks its destination
-  rows (``(blocks - 1) * block_stride + rows``); an mvout its source rows; an mvout_spad its
+  rows (``(blocks - 1) * block_stride + rows``, widened upwards by its pixel repeats less one,
+  ~297-307); an mvout its source rows; an mvout_spad its
   scratchpad destination and accumulator source; a preload its weight rows (``op1``) and its
   output rows C (``dst``: ``c_rows * c_stride``); a compute its A rows (``rows * a_stride``) and
   its D rows. A compute does not track the accumulator rows it writes: its preload does.
@@ -115,7 +116,8 @@ def _ranges(d: Any, params: IsaParams) -> tuple[np.ndarray, ...]:
     base = unified(col["local"], col["is_acc"])
     blocks = np.maximum(col["nblocks"], 1) - 1
     is_mvin, is_mvout, is_msp = op == Op.MVIN, op == Op.MVOUT, op == Op.MVOUT_SPAD
-    put(is_mvin, base, blocks * col["block_stride"] + col["rows"], "a")
+    first = np.where(is_mvin & (col["is_acc"] == 0), d.mvin_first_rows(), base)
+    put(is_mvin, first, blocks * col["block_stride"] + col["rows"] + base - first, "a")
     opa_dst |= is_mvin
     put(is_mvout, base, blocks * params.dim + col["rows"], "a")
     put(is_msp, col["dst"], col["rows"], "a")

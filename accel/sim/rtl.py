@@ -438,7 +438,10 @@ def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
         plan = plan_row(row.layer, row.mapping, dim, budget_instructions)
         row_jobs = []
         for k, (layer, mapping) in enumerate(plan.problems):
-            arrays = lower(layer, mapping, hw, check=False).trace.as_arrays()
+            # The FireSim build was generated without first-layer optimizations
+            # ("nofirstlayer", `DOSA_CHIP_BUFFER_KB`): no pixel repeats.
+            arrays = lower(layer, mapping, hw, check=False,
+                           first_layer=False).trace.as_arrays()
             if plan.kind == "calls":  # the call alone, and twice back to back
                 row_jobs.append((pos, 2 * k, plan.kind, hw, arrays))
                 row_jobs.append((pos, 2 * k + 1, plan.kind, hw,

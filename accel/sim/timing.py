@@ -25,7 +25,8 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
   (mvin) and writes (mvout) each have their channel (the StreamReader and StreamWriter), each
   in program order, and each controller keeps ``inflight_requests / DIM + 1`` moves
   outstanding (`TimingTable.outstanding_moves`). An mvin completes a round trip +
-  ``mvin_write_cycles`` after its last request; an mvout reads one accumulator row per cycle
+  ``mvin_write_cycles`` after its last request (with pixel repeats p, its rows enter the
+  scratchpad at most one per p cycles); an mvout reads one accumulator row per cycle
   through the scaling pipeline, hands the rows to the writer and retires when the last is
   handed over; its acknowledgements come a round trip later, which only a fence (and the end
   of the program) waits for.
@@ -375,7 +376,12 @@ def costs(decoded: DecodedTrace, table: TimingTable, hw: Any) -> np.ndarray:
     ahead = np.where(is_mvin, window_cycles(table, hw, False),
                      np.where(is_mvout, window_cycles(table, hw, True), 0))
     round_trip = table.dram_latency_cycles + table.dma_round_trip_extra_cycles
-    occ = np.where(is_mvin, read, occ)
+    # With pixel repeats p the PixelRepeater writes each row p times, one scratchpad write a
+    # cycle, and takes the next row only after the last (PixelRepeater.scala ~46, ~74-85): the
+    # load queue's mvins stream at most one row per p cycles.
+    repeats = decoded.column("repeats").astype(np.int64)
+    occ = np.where(is_mvin, np.where(repeats > 1, np.maximum(read, c["rows"] * repeats), read),
+                   occ)
     post = np.where(is_mvin, round_trip + table.mvin_write_cycles, post)
     # mvout: the store queue reads local rows (one per cycle per block) through the scaling
     # pipeline and hands them to the DMA's writer; it retires when the last row is handed over
@@ -457,9 +463,12 @@ def access_runs(decoded: DecodedTrace) -> tuple[np.ndarray, np.ndarray]:
 
     is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
     base = unified(col["local"], col["is_acc"])
+    # An mvin with pixel repeats also writes rows above its first (`mvin_first_rows`).
+    first = np.where(is_mvin & (col["is_acc"] == 0), decoded.mvin_first_rows(), base)
     for b in range(shape.max_blocks):
         live = b < col["nblocks"]
-        blk_in = np.stack([base + b * col["block_stride"], col["rows"], np.ones(n, np.int64)], 1)
+        blk_in = np.stack([first + b * col["block_stride"], col["rows"] + base - first,
+                           np.ones(n, np.int64)], 1)
         blk_out = np.stack([base + b * shape.dim, col["rows"], np.ones(n, np.int64)], 1)
         writes[:, b] = np.where((is_mvin & live)[:, None], blk_in, writes[:, b])
         reads[:, b] = np.where((is_mvout & live)[:, None], blk_out, reads[:, b])

@@ -146,8 +146,11 @@ def test_unsupported_features_are_named():
     pool = Trace([Instruction.config_st(16, pool_stride=2, pool_size=2, pool_out_dim=4),
                   Instruction.mvout(out, ACC(0), 16, 16)])
     assert _error(pool, image).field == "pool_stride"
-    repeats = Trace([Instruction.config_ld(16, pixel_repeats=2)])
+    # Pixel repeats are simulated on scratchpad mvins of one block, not beyond.
+    repeats = Trace([Instruction.config_ld(16, pixel_repeats=17)])
     assert _error(repeats, image).field == "pixel_repeats"
+    wide = Trace([Instruction.config_ld(64, pixel_repeats=2), Instruction.mvin(0, 0, 4, 32)])
+    assert _error(wide, image).field == "sp"
     conv = Trace(Instruction.loop_conv_ws(batch_size=1, weights=0, output=0, bias=0, input=0))
     err = _error(conv, image)
     assert err.field == "funct" and err.index == 0
