@@ -14,7 +14,7 @@ each dim's log, soft loop orders, continuous stages). ``starts`` of them descend
 inferred from the tiles (``hw_mode: min_hw``), on free hardware (``free``: PE dims, buffers
 and the DRAM bandwidth are variables, the first three grown smoothly to hold the tiles, so
 that a start's array widens when its tiles want it) or on fixed hardware, counting padded
-DIM x DIM blocks when instruction-aware (`baco.instructions`). Every ``round_every`` steps
+DIM x DIM blocks when instruction-aware (`perfmodels.aware`). Every ``round_every`` steps
 each start is rounded to a valid design (`baco.rounding`: nearest divisors, argmax loop
 orders, rounded stages, the array filled, minimal hardware in 1 KB steps, a power-of-two
 bandwidth) and scored exactly, and so is that design with its array narrowed to the power of
@@ -60,17 +60,19 @@ import numpy as np
 import optax
 
 from accel.arch import HardwareConfig, stack_hw
+from accel.design import Design, design_of
 from accel.mapping import Mapping
-from baco import instructions
 from baco.config import CodesignConfig
 from baco.importance import ImportanceConfig, ImportanceScheduler
 from baco.padding import search_layer
 from baco.refine import global_moves, narrow_moves, neighbours
 from baco.result import CodesignResult, HistoryPoint, LayerResult
-from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
+from baco.rounding import Rounder, argmax_orders
+from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
 from perfmodels.energy import area_excess, check_area_budget, config_area_mm2
+from perfmodels.score import design_arrays, network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.files import write_atomic
 from workloads.network import Network
@@ -143,8 +145,7 @@ def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, 
     `perfmodels.fusion.relaxed_chain_tiles`) replaces its layers' instances with weight
     ``sigmoid(log EDP drop / FUSE_SOFTNESS)``; so the gradient sees what fusing would gain
     (an accumulator large enough to keep E, for one) and what the layers apart cost."""
-    from perfmodels.fusion import (ChainEpilogue, chain_metrics, relaxed_chain_tiles,
-                                   relaxed_trips)
+    from perfmodels.fusion import ChainEpilogue, chain_metrics, relaxed_chain_tiles, relaxed_trips
 
     for term in settings.fusion:
         tiles, fits = relaxed_chain_tiles(hwp, term.dims)
@@ -183,9 +184,9 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
     hwp = space.base
     if space.hw_mode != "fixed":    # min_hw: the tiles' hardware; free: grown to hold them
         floor = relax.free_hardware(theta, space) if space.hw_mode == "free" else None
-        hwp = instructions.infer_hw(template, space.base if floor is None else floor,
+        hwp = aware_model.infer_hw(template, space.base if floor is None else floor,
                                     space.layers, maps, space.tau, settings.aware, floor)
-    metrics = jax.vmap(lambda layer, m: instructions.evaluate(template, layer, hwp, m,
+    metrics = jax.vmap(lambda layer, m: aware_model.evaluate(template, layer, hwp, m,
                                                               settings.aware))(space.layers, maps)
     layer_cycles = metrics.cycles
     if hybrid is not None:
@@ -238,7 +239,7 @@ class HybridRounder(Rounder):
             return out
         hwps = stack_hw([d.hw for d in designs])
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                      *[d.mapping_arrays() for d in designs])
+                                      *[design_arrays(d) for d in designs])
         residual = self.hybrid.residual_grid(self.template, self.packed, hwps, maps)
         cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
         return out._replace(cycles=cycles, edp=cycles * out.energy_pj)

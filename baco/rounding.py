@@ -48,50 +48,21 @@ from accel.arch import (
     tensor_bits,
     unit_area_mm2,
 )
+from accel.design import Design
 from accel.lower import gelu_on_chip
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
-from baco import instructions
-from perfmodels.accesses import MappingArrays, order_rank
+from perfmodels import aware as aware_model
+from perfmodels.accesses import MappingArrays
 from perfmodels.analytic import Metrics, fast_jit, stack_layers
 from perfmodels.energy import config_area_mm2
+from perfmodels.score import design_arrays, network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
 NUM_DIMS = len(DIMS)
 _BIG_KB = 1e12
 _HW_MODES = ("min_hw", "free", "fixed")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Design:
-    """A whole-network point: hardware plus per-layer integer arrays.
-
-    ``temporal``/``spatial``: ``[layer, level, dim]``; ``order``: ``[layer, level, 7]`` dims
-    outermost first (as `Mapping.order`); ``stages``: ``[layer, level]``.
-    """
-
-    hw: HardwareConfig
-    temporal: np.ndarray
-    spatial: np.ndarray
-    order: np.ndarray
-    stages: np.ndarray
-
-    def mappings(self) -> list[Mapping]:
-        tags = self.hw.template_spec.tags
-        return [Mapping(temporal=self.temporal[b], spatial=self.spatial[b], order=self.order[b],
-                        stages=self.stages[b], tags=tags) for b in range(len(self.temporal))]
-
-    def mapping_arrays(self) -> MappingArrays:
-        """Stacked model inputs (one candidate order with weight 1), ``[layer, ...]``."""
-        n = self.temporal.shape[0]
-        levels = self.temporal.shape[1]
-        return MappingArrays(
-            log_temporal=np.log(self.temporal).astype(np.float32),
-            log_spatial=np.log(self.spatial).astype(np.float32),
-            rank=order_rank(self.order[:, :, ::-1])[:, :, None, :],
-            order_weights=np.ones((n, levels, 1), np.float32),
-            stages=self.stages.astype(np.float32))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -119,14 +90,14 @@ def _smallest_prime(n: int) -> int:
 @functools.partial(fast_jit, static_argnums=(0, 4))
 def _infer_many(template: Any, base: Any, layers: Any, maps: MappingArrays, aware: bool) -> Any:
     """Hard-max minimal hardware of many designs (``maps`` is ``[design, layer, ...]``)."""
-    return jax.vmap(lambda m: instructions.infer_hw(template, base, layers, m, 0.0, aware))(maps)
+    return jax.vmap(lambda m: aware_model.infer_hw(template, base, layers, m, 0.0, aware))(maps)
 
 
 @functools.partial(fast_jit, static_argnums=(0, 4))
 def _score_many(template: Any, layers: Any, hwps: Any, maps: MappingArrays, aware: bool
                 ) -> Metrics:
     """Exact metrics ``[design, layer]`` of many designs, each on its own hardware."""
-    per_layer = jax.vmap(lambda hwp, layer, m: instructions.evaluate(template, layer, hwp, m,
+    per_layer = jax.vmap(lambda hwp, layer, m: aware_model.evaluate(template, layer, hwp, m,
                                                                      aware),
                          in_axes=(None, 0, 0))
     return jax.vmap(per_layer, in_axes=(0, None, 0))(hwps, layers, maps)
@@ -163,7 +134,7 @@ class Rounder:
         self.gelu_on_chip = gelu_on_chip(self.layers)
         self.hw_mode = hw_mode
         self.aware = aware
-        self.axes = instructions.array_axes(self.template) if aware else ()
+        self.axes = aware_model.array_axes(self.template) if aware else ()
         self.max_pe_dim = int(max_pe_dim)
         self.sram_step_kb = float(sram_step_kb)
         self.max_kb = {"sp_kb": max_sp_kb, "acc_kb": max_acc_kb}
@@ -172,7 +143,7 @@ class Rounder:
         self.max_dram_bw_words = float(max_dram_bw_words)
         self.fusion: Any = None   # a baco.fusion.FusionPlan: chains scored fused where better
         try:
-            self.pe_axes = instructions.array_axes(self.template)   # for narrowing the array
+            self.pe_axes = aware_model.array_axes(self.template)   # for narrowing the array
         except ConfigError:
             self.pe_axes = ()
         self.dims = np.array([[getattr(x, d) for d in DIMS] for x in self.layers], np.int64)
@@ -239,12 +210,12 @@ class Rounder:
     def footprint_kb(self, b: int, temporal: np.ndarray, spatial: np.ndarray,
                      stages: np.ndarray, fanout: np.ndarray) -> np.ndarray:
         """Per-instance KiB each level of layer `b` holds (`accel.mapping.footprint_kb`),
-        padded to the array if aware as `baco.instructions.pad` pads (`instructions.padding`:
+        padded to the array if aware as `perfmodels.aware.pad` pads (`padding`:
         each array axis's spatial factor up to its fan-out, folded into the temporal one)."""
         s = spatial.astype(np.float64)
         log_ts = np.log(temporal * s)
         for level, d in self.axes:
-            log_ts[level, d] += instructions.padding(np.float64(fanout[level]),
+            log_ts[level, d] += aware_model.padding(np.float64(fanout[level]),
                                                      np.log(s[level, d]), np)
         log_ext = np.cumsum(log_ts, axis=0)
         _, stride, dilation = self.geometry[b]
@@ -582,7 +553,7 @@ class Rounder:
         """`score` with every layer run on its own (no fusion)."""
         hwps = stack_hw([d.hw for d in designs])
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                      *[d.mapping_arrays() for d in designs])
+                                      *[design_arrays(d) for d in designs])
         out = _score_many(self.template, self.packed, hwps, maps, self.aware)
         out = jax.tree_util.tree_map(np.asarray, out)
         if self.area_budget_mm2 is not None:
@@ -628,14 +599,6 @@ def argmax_orders(order_weights: np.ndarray, rank: np.ndarray) -> np.ndarray:
     pick = np.argmax(np.asarray(order_weights), axis=-1)[..., None, None]
     chosen = np.take_along_axis(np.asarray(rank), pick, axis=-2)[..., 0, :]
     return np.argsort(chosen, axis=-1, kind="stable").astype(np.int32)
-
-
-def design_of(hw: HardwareConfig, mappings: Sequence[Mapping]) -> Design:
-    """A `Design` from a hardware config and one mapping per layer (any search's result)."""
-    return Design(hw=hw, temporal=np.stack([m.temporal for m in mappings]),
-                  spatial=np.stack([m.spatial for m in mappings]),
-                  order=np.stack([m.order for m in mappings]),
-                  stages=np.stack([m.stages for m in mappings]))
 
 
 class Score(NamedTuple):
@@ -699,12 +662,3 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
         scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d))
     return min(scores, key=lambda x: x.edp)
 
-
-def network_edp(metrics: Metrics, counts: Sequence[float]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(edp, cycles, pJ)`` per design from per-layer metrics ``[design, layer]``: Eq. 6.9's
-    ``(Σ count·pJ) x (Σ count·cycles)``, in float64."""
-    counts = np.asarray(counts, np.float64)
-    cycles = (np.asarray(metrics.cycles, np.float64) * counts).sum(-1)
-    energy_pj = (np.asarray(metrics.energy_pj, np.float64) * counts).sum(-1)
-    return cycles * energy_pj, cycles, energy_pj

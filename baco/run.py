@@ -48,10 +48,10 @@ from typing import Any
 import yaml
 
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from baco.config import ExperimentConfig
 from baco.fusion import fused_chains
 from baco.result import CodesignResult
-from baco.rounding import design_of
 from baco.yardsticks import YARDSTICKS, Yardsticks, yardsticks
 from perfmodels.energy import config_area_mm2
 from workloads.errors import ConfigError

@@ -91,15 +91,17 @@ import numpy as np
 import optax
 
 from accel.arch import HardwareConfig
+from accel.design import Design
 from baco.codesign import base_hardware, random_hardware_within, resolve_network, start_mappings
 from baco.padding import PAD_FRACTION, search_layer
 from baco.result import CodesignResult, HistoryPoint, LayerResult
-from baco.rounding import Design, Rounder, divisors, network_edp
+from baco.rounding import Rounder, divisors
 from perfmodels import relax
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
 from perfmodels.analytic import evaluate as model_evaluate
 from perfmodels.analytic import fast_jit, stack_layers
 from perfmodels.energy import area_excess, check_area_budget
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
 

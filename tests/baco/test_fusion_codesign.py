@@ -11,18 +11,20 @@ import numpy as np
 import pytest
 
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from baco.codesign import codesign
 from baco.config import CodesignConfig
 from baco.fusion import FusionPlan, chain_figures, fused_chains, fusion_groups, path_area_mm2
 from baco.result import CodesignResult
-from baco.rounding import Rounder, design_of, network_edp
+from baco.rounding import Rounder
 from baco.search.gemmini_tiler import gemmini_mapping
 from baco.simulate import report, simulate_result
 from baco.yardsticks import hardware_area_mm2, yardsticks
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError
+from workloads.fusion import Chain
 from workloads.layer import Layer
 from workloads.network import Network
-from workloads.fusion import Chain
 from workloads.suites import suite
 from workloads.zoo import load
 

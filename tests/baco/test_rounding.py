@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays
-from baco import instructions
+from accel.design import design_of
 from baco.errors import InfeasibleError
-from baco.rounding import Rounder, argmax_orders, common_score, design_of, nearest_divisor
+from baco.rounding import Rounder, argmax_orders, common_score, nearest_divisor
+from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import exact
 from workloads.layer import Layer
@@ -203,7 +204,7 @@ def test_common_score_is_the_design_itself_when_nothing_needs_padding():
     # the same design, scored with the per-load DMA latency and the instruction costs the
     # plain model leaves out
     (one,) = design.mappings()
-    ref = instructions.exact(layers[0], design.hw, one)
+    ref = aware_model.exact(layers[0], design.hw, one)
     assert aware.edp == pytest.approx(float(ref.cycles) * float(ref.energy_pj), rel=1e-5)
     assert float(ref.cycles) >= float(exact(layers[0], design.hw, one, load_latency=True).cycles)
     # the same accesses, plus the DRAM interface's idle energy over the aware cycles
