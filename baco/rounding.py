@@ -1,9 +1,9 @@
 """From relaxed points to real designs: valid per-layer `Mapping`s on minimal hardware.
 
-A `Design` is one whole-network point: a `HardwareConfig` and, per unique layer, integer
-temporal and spatial factors, a loop order per level and pipeline stages. `Rounder` turns
-relaxed factors (logs, as `perfmodels.relax.decode` gives them) into designs, for many points
-at once, and scores them exactly:
+A design (`accel.design.Design`) is one whole-network point: a `HardwareConfig` and, per
+unique layer, integer temporal and spatial factors, a loop order per level and pipeline stages.
+`Rounder` turns relaxed factors (logs, as `perfmodels.relax.decode` gives them) into designs,
+for many points at once, and scores them exactly:
 
 1. **Factors**, dim by dim, level by level from L0 outward, spatial before temporal (DOSA's
    `round_mapping`, reference §A.8): each factor becomes a divisor of what is left of the dim.
