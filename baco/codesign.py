@@ -228,28 +228,9 @@ class HybridObjective:
         return objective(theta, space, settings, self.hybrid)
 
 
-class HybridRounder(Rounder):
-    """A `Rounder` whose exact scores carry the hybrid predictor's cycles (`hybrid` None: the
-    analytic ones, until `baco.sim_hybrid` has fitted a residual)."""
-
-    def __init__(self, *args: Any, hybrid: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.hybrid = hybrid
-
-    def analytic_score(self, designs: Sequence[Design]) -> Any:
-        """The per-layer scores without the learned residual (and without fusion)."""
-        return super().layer_score(designs)
-
-    def layer_score(self, designs: Sequence[Design]) -> Any:
-        out = super().layer_score(designs)
-        if self.hybrid is None:
-            return out
-        hwps = stack_hw([d.hw for d in designs])
-        maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                      *[design_arrays(d) for d in designs])
-        residual = self.hybrid.residual_grid(self.template, self.packed, hwps, maps)
-        cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
-        return out._replace(cycles=cycles, edp=cycles * out.energy_pj)
+def _residual(hybrid: Any) -> Any:
+    """The exact scores' correction of a hybrid predictor (None: the model's cycles)."""
+    return None if hybrid is None else hybrid.residual_grid
 
 
 def load_predictor(config: CodesignConfig, template: Any) -> Any:
@@ -443,14 +424,12 @@ class _Search:
                         "max_sp_kb": config.max_sp_kb, "max_acc_kb": config.max_acc_kb,
                         "nearest": config.nearest, "area_budget_mm2": config.area_budget_mm2,
                         "max_dram_bw_words": config.max_dram_bw_words}
-        if config.predictor == "analytic":
-            self.rounder = Rounder(hw, self.layers, **rounder_args)
-        else:
-            self.rounder = HybridRounder(hw, self.layers, hybrid=self.hybrid, **rounder_args)
         if config.fusion:
             from baco.fusion import FusionPlan
-            self.rounder.fusion = FusionPlan.of(net, aware=config.instruction_aware,
-                                                area_budget_mm2=config.area_budget_mm2)
+            rounder_args["fusion"] = FusionPlan.of(net, aware=config.instruction_aware,
+                                                   area_budget_mm2=config.area_budget_mm2)
+        self.rounder = Rounder(hw, self.layers, residual=_residual(self.hybrid),
+                               **rounder_args)
         self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
                                              hw_mode=config.hw_mode, tau=config.tau)
         big = math.log(1e12)
@@ -610,7 +589,7 @@ class _Search:
         round compiles again)."""
         if hybrid is not None and hybrid is not self.hybrid:
             self.hybrid = hybrid
-            self.rounder.hybrid = hybrid
+            self.rounder = self.rounder.replace(residual=_residual(hybrid))
             self.settings = self.settings._replace(objective=HybridObjective(hybrid))
 
     def _simulation_round(self, final: bool) -> None:

@@ -31,6 +31,7 @@ hardware, and, when instruction-aware, its padded tiles fit too (the property th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -122,8 +123,8 @@ class Rounder:
                  hw_mode: str = "min_hw", aware: bool = True, max_pe_dim: int = 128,
                  sram_step_kb: float = 1.0, max_sp_kb: float | None = None,
                  max_acc_kb: float | None = None, nearest: str = "log",
-                 area_budget_mm2: float | None = None, max_dram_bw_words: float = 64.0
-                 ) -> None:
+                 area_budget_mm2: float | None = None, max_dram_bw_words: float = 64.0,
+                 fusion: Any = None, residual: Any = None) -> None:
         if hw_mode not in _HW_MODES:
             raise ConfigError(f"rounding: hw_mode must be one of {_HW_MODES}, got {hw_mode!r}")
         if not layers:
@@ -141,7 +142,11 @@ class Rounder:
         self.linear = nearest == "linear"
         self.area_budget_mm2 = None if area_budget_mm2 is None else float(area_budget_mm2)
         self.max_dram_bw_words = float(max_dram_bw_words)
-        self.fusion: Any = None   # a baco.fusion.FusionPlan: chains scored fused where better
+        self.fusion = fusion   # a baco.fusion.FusionPlan: chains scored fused where better
+        # A learned correction of the model's cycles, pure in its inputs: ``residual(template,
+        # layers, hwps, maps)`` gives log-cycle residuals ``[design, layer]`` (a fitted
+        # `perfmodels.atformer.Hybrid`'s ``residual_grid``); None: the model's own cycles.
+        self.residual = residual
         try:
             self.pe_axes = aware_model.array_axes(self.template)   # for narrowing the array
         except ConfigError:
@@ -160,6 +165,23 @@ class Rounder:
             self.fan_cap = level_arrays(self.template, top.to_params(), np).fanout
         self.fan_cap = np.where(np.isfinite(self.fan_cap), self.fan_cap, np.inf)
         self._check_bounds()
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"a Rounder is immutable: use .replace({name}=...) for one "
+                                 "that differs")
+        object.__setattr__(self, name, value)
+
+    def replace(self, *, fusion: Any = ..., residual: Any = ...) -> Rounder:
+        """The same rounder scoring with another fusion plan or residual (`...`: unchanged);
+        everything built from the layers and bounds is shared."""
+        out = copy.copy(self)
+        if fusion is not ...:
+            object.__setattr__(out, "fusion", fusion)
+        if residual is not ...:
+            object.__setattr__(out, "residual", residual)
+        return out
 
     # ------------------------------------------------------------------ bounds
     def _capacity_kb(self, hw_fields: dict[str, float]) -> np.ndarray:
@@ -368,7 +390,7 @@ class Rounder:
         for p in range(points):
             while True:
                 try:
-                    repaired = self._repair(temporal[p], spatial[p], stages[p], hws[p])
+                    repaired = self.repair(temporal[p], spatial[p], stages[p], hws[p])
                     break
                 except InfeasibleError:
                     # Instruction-aware: padding to a wide array can outgrow a bound that a
@@ -415,7 +437,7 @@ class Rounder:
         """Cut the area of one design (arrays of one point, in place) until its inferred
         hardware is within ``area_budget_mm2``: the largest term that can shrink first -- the
         array narrowed to the widest dim whose PEs leave room, or a buffer's tiles shrunk to
-        the KiB that leave room (`_repair` with that limit). Returns the hardware (still over
+        the KiB that leave room (`repair` with that limit). Returns the hardware (still over
         the budget if nothing could be cut; `score` then rejects it)."""
         budget = self.area_budget_mm2
         step = self.sram_step_kb
@@ -445,7 +467,7 @@ class Rounder:
                     target = max(step, math.floor((current - excess / per_kb) / step) * step)
                     target = min(target, current - step)
                     try:
-                        self._repair(temporal, spatial, stages, hw, limits={field: target})
+                        self.repair(temporal, spatial, stages, hw, limits={field: target})
                     except InfeasibleError:
                         continue
                 break
@@ -480,7 +502,7 @@ class Rounder:
                 dram_bw_words=float(dram_bw_words[p]), name="baco"))
         return out
 
-    def _repair(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
+    def repair(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
                 hw: HardwareConfig, limits: dict[str, float] | None = None) -> bool:
         """Shrink tiles (in place) of layers that overflow their bound (and `limits`, KiB
         per buffer field, if given); True if any did."""
@@ -550,7 +572,20 @@ class Rounder:
         return out
 
     def layer_score(self, designs: Sequence[Design]) -> Metrics:
-        """`score` with every layer run on its own (no fusion)."""
+        """`score` with every layer run on its own (no fusion), its cycles corrected by the
+        `residual` if there is one."""
+        out = self.analytic_score(designs)
+        if self.residual is None:
+            return out
+        hwps = stack_hw([d.hw for d in designs])
+        maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
+                                      *[design_arrays(d) for d in designs])
+        residual = self.residual(self.template, self.packed, hwps, maps)
+        cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
+        return out._replace(cycles=cycles, edp=cycles * out.energy_pj)
+
+    def analytic_score(self, designs: Sequence[Design]) -> Metrics:
+        """The model's per-layer scores: no residual, no fusion."""
         hwps = stack_hw([d.hw for d in designs])
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
                                       *[design_arrays(d) for d in designs])
@@ -633,19 +668,19 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     options: list[tuple[Rounder, Design]] = []
     if not aware:
         options.append((Rounder(design.hw, layers, hw_mode="fixed", aware=False,
-                                sram_step_kb=sram_step_kb), design))
+                                sram_step_kb=sram_step_kb, fusion=fusion), design))
     else:
         grow = Rounder(design.hw, layers, hw_mode="min_hw", aware=True, max_pe_dim=max(
             design.hw.pe_rows, design.hw.pe_cols), sram_step_kb=sram_step_kb)
         grown = grow.realize(design)
         options.append((Rounder(grown.hw, layers, hw_mode="fixed", aware=True,
-                                sram_step_kb=sram_step_kb), grown))
+                                sram_step_kb=sram_step_kb, fusion=fusion), grown))
         try:
             keep = Rounder(design.hw, layers, hw_mode="fixed", aware=True,
-                           sram_step_kb=sram_step_kb)
+                           sram_step_kb=sram_step_kb, fusion=fusion)
             T, S, ST = design.temporal.copy(), design.spatial.copy(), design.stages.copy()
             keep.fill_array(T[None], S[None])
-            keep._repair(T, S, ST, design.hw)
+            keep.repair(T, S, ST, design.hw)
             options.append((keep, Design(hw=design.hw, temporal=T, spatial=S,
                                          order=design.order.copy(), stages=ST)))
         except InfeasibleError:
@@ -657,7 +692,6 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     for r, d in options:
         if aware:
             r.check(d)
-        r.fusion = fusion
         edp, cycles, energy_pj = network_edp(r.score([d]), counts)
         scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d))
     return min(scores, key=lambda x: x.edp)

@@ -101,8 +101,7 @@ def test_fold_charges_the_fused_chain_exactly_where_it_lowers_the_edp():
     assert plan.decide(np.asarray(alone.cycles, np.float64) * 1e-3,
                        np.asarray(alone.energy_pj, np.float64) * 1e-3, [HW, small]).sum() == 0
     # The rounder scores with the plan folded in.
-    rounder.fusion = plan
-    np.testing.assert_allclose(np.asarray(rounder.score(designs).cycles),
+    np.testing.assert_allclose(np.asarray(rounder.replace(fusion=plan).score(designs).cycles),
                                np.asarray(folded.cycles))
 
 

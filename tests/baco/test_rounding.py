@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays
 from accel.design import design_of
+from accel.mapping import Mapping
 from baco.errors import InfeasibleError
 from baco.rounding import Rounder, argmax_orders, common_score, nearest_divisor
 from perfmodels import aware as aware_model
@@ -226,3 +227,18 @@ def test_common_score_is_the_design_itself_when_nothing_needs_padding():
     both = design_of(design.hw, [m, m.replace(spatial=spatial, temporal=temporal)])
     assert common_score(narrow, [1, 1], both, aware=True).edp > \
         common_score(narrow, [1, 1], both, aware=False).edp * (1 + 1e-4)
+
+
+def test_a_rounder_is_immutable_and_replace_gives_another():
+    layer = Layer.conv2d(P=8, Q=8, C=16, K=16)
+    rounder = Rounder(HardwareConfig.preset("gemmini_default"), [layer], hw_mode="fixed")
+    with pytest.raises(AttributeError, match="immutable"):
+        rounder.fusion = object()
+    doubled = rounder.replace(residual=lambda template, layers, hwps, maps: np.full(
+        (len(maps.stages), 1), np.log(2.0)))
+    assert rounder.residual is None and doubled.packed is rounder.packed
+    design = design_of(rounder.base_hw, [Mapping.from_timeloop(
+        "L3[WIO] P8 Q8 - L2[WI] K16X - L1[O] C16X - L0[W] N1")])
+    base, twice = rounder.score([design]), doubled.score([design])
+    np.testing.assert_allclose(twice.cycles, 2 * base.cycles, rtol=1e-6)
+    np.testing.assert_allclose(doubled.analytic_score([design]).cycles, base.cycles)
