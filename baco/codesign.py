@@ -59,7 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from accel.arch import HardwareConfig, stack_hw
+from accel.arch import HardwareConfig
 from accel.design import Design, design_of
 from accel.mapping import Mapping
 from baco.config import CodesignConfig
@@ -79,7 +79,7 @@ from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
 from perfmodels.energy import area_excess, check_area_budget
-from perfmodels.score import design_arrays, network_edp
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.files import write_atomic
 from workloads.network import Network
