@@ -135,7 +135,7 @@ def test_template_block_is_checked():
            "levels": [{"name": "R", "keeps": ["W"], "capacity_kb": 1},
                       {"name": "D", "keeps": ["W", "I", "O"]}],
            "instructions": {"compute": {"max_rows": "pe_rows", "min_cycles": 4}}}
-    with pytest.raises(ConfigError, match="aware_model.compute.*latency_cycles"):
+    with pytest.raises(ConfigError, match="instructions.compute.*latency_cycles"):
         Template.from_dict(raw)
     raw["instructions"] = {"store": {"max_rows": 1, "latency_cycles": 1, "in_flight": 1,
                                      "typo": 2}}
