@@ -14,7 +14,7 @@ each dim's log, soft loop orders, continuous stages). ``starts`` of them descend
 inferred from the tiles (``hw_mode: min_hw``), on free hardware (``free``: PE dims, buffers
 and the DRAM bandwidth are variables, the first three grown smoothly to hold the tiles, so
 that a start's array widens when its tiles want it) or on fixed hardware, counting padded
-DIM x DIM blocks when instruction-aware (`baco.instructions`). Every ``round_every`` steps
+DIM x DIM blocks when instruction-aware (`perfmodels.aware`). Every ``round_every`` steps
 each start is rounded to a valid design (`baco.rounding`: nearest divisors, argmax loop
 orders, rounded stages, the array filled, minimal hardware in 1 KB steps, a power-of-two
 bandwidth) and scored exactly, and so is that design with its array narrowed to the power of
@@ -59,18 +59,27 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from accel.arch import HardwareConfig, stack_hw
+from accel.arch import HardwareConfig
+from accel.design import Design, design_of
 from accel.mapping import Mapping
-from baco import instructions
 from baco.config import CodesignConfig
 from baco.importance import ImportanceConfig, ImportanceScheduler
 from baco.padding import search_layer
 from baco.refine import global_moves, narrow_moves, neighbours
 from baco.result import CodesignResult, HistoryPoint, LayerResult
-from baco.rounding import Design, Rounder, argmax_orders, design_of, network_edp
+from baco.rounding import Rounder, argmax_orders
+from baco.search import (
+    base_hardware,
+    outermost_mapping,
+    random_hardware_within,
+    resolve_network,
+    start_mappings,
+)
+from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
-from perfmodels.energy import area_excess, check_area_budget, config_area_mm2
+from perfmodels.energy import area_excess, check_area_budget
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.files import write_atomic
 from workloads.network import Network
@@ -143,8 +152,7 @@ def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, 
     `perfmodels.fusion.relaxed_chain_tiles`) replaces its layers' instances with weight
     ``sigmoid(log EDP drop / FUSE_SOFTNESS)``; so the gradient sees what fusing would gain
     (an accumulator large enough to keep E, for one) and what the layers apart cost."""
-    from perfmodels.fusion import (ChainEpilogue, chain_metrics, relaxed_chain_tiles,
-                                   relaxed_trips)
+    from perfmodels.fusion import ChainEpilogue, chain_metrics, relaxed_chain_tiles, relaxed_trips
 
     for term in settings.fusion:
         tiles, fits = relaxed_chain_tiles(hwp, term.dims)
@@ -183,9 +191,9 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
     hwp = space.base
     if space.hw_mode != "fixed":    # min_hw: the tiles' hardware; free: grown to hold them
         floor = relax.free_hardware(theta, space) if space.hw_mode == "free" else None
-        hwp = instructions.infer_hw(template, space.base if floor is None else floor,
+        hwp = aware_model.infer_hw(template, space.base if floor is None else floor,
                                     space.layers, maps, space.tau, settings.aware, floor)
-    metrics = jax.vmap(lambda layer, m: instructions.evaluate(template, layer, hwp, m,
+    metrics = jax.vmap(lambda layer, m: aware_model.evaluate(template, layer, hwp, m,
                                                               settings.aware))(space.layers, maps)
     layer_cycles = metrics.cycles
     if hybrid is not None:
@@ -220,28 +228,9 @@ class HybridObjective:
         return objective(theta, space, settings, self.hybrid)
 
 
-class HybridRounder(Rounder):
-    """A `Rounder` whose exact scores carry the hybrid predictor's cycles (`hybrid` None: the
-    analytic ones, until `baco.sim_hybrid` has fitted a residual)."""
-
-    def __init__(self, *args: Any, hybrid: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.hybrid = hybrid
-
-    def analytic_score(self, designs: Sequence[Design]) -> Any:
-        """The per-layer scores without the learned residual (and without fusion)."""
-        return super().layer_score(designs)
-
-    def layer_score(self, designs: Sequence[Design]) -> Any:
-        out = super().layer_score(designs)
-        if self.hybrid is None:
-            return out
-        hwps = stack_hw([d.hw for d in designs])
-        maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                      *[d.mapping_arrays() for d in designs])
-        residual = self.hybrid.residual_grid(self.template, self.packed, hwps, maps)
-        cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
-        return out._replace(cycles=cycles, edp=cycles * out.energy_pj)
+def _residual(hybrid: Any) -> Any:
+    """The exact scores' correction of a hybrid predictor (None: the model's cycles)."""
+    return None if hybrid is None else hybrid.residual_grid
 
 
 def load_predictor(config: CodesignConfig, template: Any) -> Any:
@@ -352,118 +341,7 @@ def _decode_many(thetas: relax.RelaxedPoint, space: relax.RelaxSpace) -> Any:
     return maps, jnp.broadcast_to(hwp.dram_bw_words, maps.stages.shape[:1])
 
 
-# --------------------------------------------------------------------------- starts
-def random_hardware(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: int,
-                    max_sp_kb: float | None, max_acc_kb: float | None) -> HardwareConfig:
-    """DOSA's ``gen_random_hw_config`` within the bounds: PE dim 2^U{1..7}, buffers
-    2^U{0..11} KiB (seed 001 §6.6.1: random hardware starts, PE <= 128x128, 1 KB steps). The
-    DRAM bandwidth is the base's: in ``free`` mode descent and refinement move it."""
-    top = max(1, math.floor(math.log2(max_pe_dim)))
-    pe = min(2 ** int(rng.integers(1, top + 1)), max_pe_dim)
-
-    def kb(limit: float | None) -> float:
-        value = float(2 ** rng.integers(0, 12))
-        return value if limit is None else min(value, float(limit))
-
-    return dataclasses.replace(base, pe_rows=pe, pe_cols=pe, sp_kb=kb(max_sp_kb),
-                               acc_kb=kb(max_acc_kb), name="random_start")
-
-
-START_HW_DRAWS = 1000
-"""Random hardware draws `random_hardware_within` tries before the smallest hardware."""
-
-
-def random_hardware_within(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: int,
-                           max_sp_kb: float | None, max_acc_kb: float | None,
-                           area_budget_mm2: float | None, sram_step_kb: float = 1.0
-                           ) -> HardwareConfig:
-    """`random_hardware`, redrawn until its area is within `area_budget_mm2` (so that a
-    start's mappings, which fit it, make a design within the budget); after
-    `START_HW_DRAWS` misses, the smallest hardware (1x1 PEs, one SRAM step per buffer).
-    Without a budget, exactly one `random_hardware` draw."""
-    hw = random_hardware(rng, base, max_pe_dim, max_sp_kb, max_acc_kb)
-    if area_budget_mm2 is None:
-        return hw
-    for _ in range(START_HW_DRAWS):
-        if config_area_mm2(hw) <= area_budget_mm2:
-            return hw
-        hw = random_hardware(rng, base, max_pe_dim, max_sp_kb, max_acc_kb)
-    return dataclasses.replace(base, pe_rows=1, pe_cols=1, sp_kb=float(sram_step_kb),
-                               acc_kb=float(sram_step_kb), name="random_start")
-
-
-def start_mappings(rounder: Rounder, hw: HardwareConfig, rng: np.random.Generator,
-                   candidates: int, stages: int | None = None) -> tuple[list[Mapping], int]:
-    """Per layer, the best (by layer EDP) of `candidates` mappings that fit `hw`: Gemmini's
-    library tiling (`baco.search.gemmini_tiler`, on a Gemmini template) and draws of the
-    Timeloop-like random-pruned mapper (`baco.search.random_pruned`).
-
-    A stand-in for DOSA's CoSA start points, shared by BACO and the DOSA-style baseline.
-    Candidate i of every layer forms one whole-network point, so this costs `candidates`
-    samples (returned with the mappings).
-    """
-    from baco.search.gemmini_tiler import gemmini_mapping
-    from baco.search.random_pruned import pruned_mappings
-
-    tags = hw.template_spec.tags
-    per_layer: list[list[Mapping]] = []
-    for layer in rounder.layers:
-        options: list[Mapping] = []
-        if hw.template == "gemmini":
-            try:
-                m, _ = gemmini_mapping(layer, hw)
-                options.append(m if stages is None else m.with_stages(stages))
-            except (InfeasibleError, ConfigError):   # hardware too small for the tiler
-                pass
-        want = candidates - len(options)
-        if want > 0:
-            try:
-                batch, _ = pruned_mappings(layer, hw, want, rng, stages=stages)
-                options += [batch.mapping(i, tags) for i in range(batch.size)]
-            except (InfeasibleError, ValueError):
-                # ValueError: `MappingBatch.keys` cannot reshape an empty batch (nothing drawn
-                # fits a tiny random start); the tiler's mapping or the fallback remains.
-                pass
-        if not options:
-            options = [_outermost(layer, hw, stages or 1)]
-        per_layer.append([options[i % len(options)] for i in range(candidates)])
-    per_layer = _exact_candidates(rounder, per_layer)
-    designs = [design_of(hw, [opts[i] for opts in per_layer]) for i in range(candidates)]
-    metrics = rounder.score(designs)                                   # [cand, layer]
-    edp = np.where(np.isfinite(metrics.edp) & (metrics.overflow <= 1e-6), metrics.edp, np.inf)
-    pick = np.argmin(edp, axis=0)
-    return [per_layer[b][int(pick[b])] for b in range(len(per_layer))], candidates
-
-
-def _exact_candidates(rounder: Rounder, per_layer: list[list[Mapping]]
-                      ) -> list[list[Mapping]]:
-    """The candidates with factors that multiply to each layer's dims exactly, as the search
-    space has them: Gemmini's tiler covers a dim with padded edge tiles (more than the dim),
-    which is rounded to the nearest exact tiling (`Rounder.round_factors`); an exact mapping
-    is its own rounding."""
-    dims = np.asarray(rounder.dims)
-    out = [list(options) for options in per_layer]
-    for i in range(len(per_layer[0]) if per_layer else 0):
-        maps = [options[i] for options in per_layer]
-        if all(((m.temporal * m.spatial).prod(axis=0) == d).all() for m, d in zip(maps, dims)):
-            continue
-        temporal, spatial = rounder.round_factors(
-            np.log(np.stack([m.temporal for m in maps]).astype(np.float64))[None],
-            np.log(np.stack([m.spatial for m in maps]).astype(np.float64))[None])
-        for b, m in enumerate(maps):
-            out[b][i] = dataclasses.replace(m, temporal=temporal[0, b], spatial=spatial[0, b])
-    return out
-
-
-def _outermost(layer: Any, hw: HardwareConfig, stages: int) -> Mapping:
-    """Every loop at the outermost level: the smallest tiles there are."""
-    template = hw.template_spec
-    n = template.num_levels
-    temporal = np.ones((n, 7), np.int64)
-    temporal[-1] = [layer.dims[d] for d in layer.dims]
-    return Mapping.create(temporal, tags=template.tags).with_stages(stages)
-
-
+# --------------------------------------------------------------------------- relaxed starts
 def relaxed_from_mappings(space: relax.RelaxSpace, mappings: Sequence[Mapping],
                           softness: float, hw: HardwareConfig | None = None
                           ) -> relax.RelaxedPoint:
@@ -511,21 +389,6 @@ def _row(tree: Any, row: int) -> Any:
     return jax.tree_util.tree_map(lambda a: a[row], tree)
 
 
-def resolve_network(network: Network | str) -> Network:
-    if isinstance(network, Network):
-        return network
-    from baco.networks import load_network
-    return load_network(network)
-
-
-def base_hardware(template: str, hardware: HardwareConfig | None) -> HardwareConfig:
-    if hardware is not None:
-        if hardware.template != template and template != "gemmini":
-            raise ConfigError(f"hardware uses template {hardware.template!r}, not {template!r}")
-        return hardware
-    return HardwareConfig(template=template)
-
-
 class _Search:
     """The state of one run and the steps that advance it; see the module docstring."""
 
@@ -561,14 +424,12 @@ class _Search:
                         "max_sp_kb": config.max_sp_kb, "max_acc_kb": config.max_acc_kb,
                         "nearest": config.nearest, "area_budget_mm2": config.area_budget_mm2,
                         "max_dram_bw_words": config.max_dram_bw_words}
-        if config.predictor == "analytic":
-            self.rounder = Rounder(hw, self.layers, **rounder_args)
-        else:
-            self.rounder = HybridRounder(hw, self.layers, hybrid=self.hybrid, **rounder_args)
         if config.fusion:
             from baco.fusion import FusionPlan
-            self.rounder.fusion = FusionPlan.of(net, aware=config.instruction_aware,
-                                                area_budget_mm2=config.area_budget_mm2)
+            rounder_args["fusion"] = FusionPlan.of(net, aware=config.instruction_aware,
+                                                   area_budget_mm2=config.area_budget_mm2)
+        self.rounder = Rounder(hw, self.layers, residual=_residual(self.hybrid),
+                               **rounder_args)
         self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
                                              hw_mode=config.hw_mode, tau=config.tau)
         big = math.log(1e12)
@@ -728,7 +589,7 @@ class _Search:
         round compiles again)."""
         if hybrid is not None and hybrid is not self.hybrid:
             self.hybrid = hybrid
-            self.rounder.hybrid = hybrid
+            self.rounder = self.rounder.replace(residual=_residual(hybrid))
             self.settings = self.settings._replace(objective=HybridObjective(hybrid))
 
     def _simulation_round(self, final: bool) -> None:
@@ -1029,7 +890,7 @@ class _Search:
                                order=arrays["best_order"], stages=arrays["best_stages"])
         if meta["has_theta"]:
             probe_theta = relaxed_from_mappings(
-                self.space, [_outermost(x, self.base_hw, 1) for x in self.layers], 0.5,
+                self.space, [outermost_mapping(x, self.base_hw, 1) for x in self.layers], 0.5,
                 self.base_hw)
             probe_theta = jax.tree_util.tree_map(jnp.asarray, probe_theta)
             probe_state = make_optimizer(self.settings).init(probe_theta)

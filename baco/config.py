@@ -103,7 +103,7 @@ class CodesignConfig:
 
     Instruction awareness (``instruction_aware``): the PE array runs DIM x DIM blocks, so a
     layer whose spatial C or K factor is below DIM pays for the padded rows and columns in
-    compute energy and buffer rows (`baco.instructions`); the search sees it, and the score
+    compute energy and buffer rows (`perfmodels.aware`); the search sees it, and the score
     reported counts it.
 
     Area budget (``area_budget_mm2``, mm2 by the template's area model; null: none): the

@@ -36,7 +36,7 @@ from accel.lower import split_epilogue
 from accel.mapping import Mapping
 from accel.sim.rtl import RtlRow, prepare_rows, simulate_rows
 from baco.networks import load_network
-from baco.search._space import MappingSampler
+from baco.search import MappingSampler
 from perfmodels.analytic import exact_batch
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.files import write_atomic

@@ -36,7 +36,7 @@ __all__ = ["convergence", "edp_area", "energy_latency", "grouped_bars", "layer_b
 
 def save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
     """Write `fig` as a PNG at `path`, atomically (a temporary file renamed into place)."""
-    from baco.reproduce.store import write_atomic
+    from workloads.files import write_atomic
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")

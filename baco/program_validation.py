@@ -158,8 +158,8 @@ def simulate_programs(programs: list[Program]) -> np.ndarray:
 def validate_programs(path: str | os.PathLike) -> dict[str, Any]:
     """Per program and overall: the simulator and both models against the chip's cycles, and
     the programs the race check flags beside those the chip got wrong."""
-    from baco.instructions import exact
     from baco.yardsticks import YARDSTICKS
+    from perfmodels.aware import exact
 
     programs = read_programs(path)
     measured = np.array([p.rtl_cycles for p in programs])

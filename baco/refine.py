@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from accel.arch import MAX_STAGES
-from baco.rounding import Design, Rounder, divisors
+from accel.design import Design
+from baco.rounding import Rounder, divisors
 
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 

@@ -1,9 +1,9 @@
 """From relaxed points to real designs: valid per-layer `Mapping`s on minimal hardware.
 
-A `Design` is one whole-network point: a `HardwareConfig` and, per unique layer, integer
-temporal and spatial factors, a loop order per level and pipeline stages. `Rounder` turns
-relaxed factors (logs, as `perfmodels.relax.decode` gives them) into designs, for many points
-at once, and scores them exactly:
+A design (`accel.design.Design`) is one whole-network point: a `HardwareConfig` and, per
+unique layer, integer temporal and spatial factors, a loop order per level and pipeline stages.
+`Rounder` turns relaxed factors (logs, as `perfmodels.relax.decode` gives them) into designs,
+for many points at once, and scores them exactly:
 
 1. **Factors**, dim by dim, level by level from L0 outward, spatial before temporal (DOSA's
    `round_mapping`, reference §A.8): each factor becomes a divisor of what is left of the dim.
@@ -31,6 +31,7 @@ hardware, and, when instruction-aware, its padded tiles fit too (the property th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -48,50 +49,21 @@ from accel.arch import (
     tensor_bits,
     unit_area_mm2,
 )
+from accel.design import Design
 from accel.lower import gelu_on_chip
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
-from baco import instructions
-from perfmodels.accesses import MappingArrays, order_rank
+from perfmodels import aware as aware_model
+from perfmodels.accesses import MappingArrays
 from perfmodels.analytic import Metrics, fast_jit, stack_layers
 from perfmodels.energy import config_area_mm2
+from perfmodels.score import design_arrays, network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
 NUM_DIMS = len(DIMS)
 _BIG_KB = 1e12
 _HW_MODES = ("min_hw", "free", "fixed")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Design:
-    """A whole-network point: hardware plus per-layer integer arrays.
-
-    ``temporal``/``spatial``: ``[layer, level, dim]``; ``order``: ``[layer, level, 7]`` dims
-    outermost first (as `Mapping.order`); ``stages``: ``[layer, level]``.
-    """
-
-    hw: HardwareConfig
-    temporal: np.ndarray
-    spatial: np.ndarray
-    order: np.ndarray
-    stages: np.ndarray
-
-    def mappings(self) -> list[Mapping]:
-        tags = self.hw.template_spec.tags
-        return [Mapping(temporal=self.temporal[b], spatial=self.spatial[b], order=self.order[b],
-                        stages=self.stages[b], tags=tags) for b in range(len(self.temporal))]
-
-    def mapping_arrays(self) -> MappingArrays:
-        """Stacked model inputs (one candidate order with weight 1), ``[layer, ...]``."""
-        n = self.temporal.shape[0]
-        levels = self.temporal.shape[1]
-        return MappingArrays(
-            log_temporal=np.log(self.temporal).astype(np.float32),
-            log_spatial=np.log(self.spatial).astype(np.float32),
-            rank=order_rank(self.order[:, :, ::-1])[:, :, None, :],
-            order_weights=np.ones((n, levels, 1), np.float32),
-            stages=self.stages.astype(np.float32))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -119,14 +91,14 @@ def _smallest_prime(n: int) -> int:
 @functools.partial(fast_jit, static_argnums=(0, 4))
 def _infer_many(template: Any, base: Any, layers: Any, maps: MappingArrays, aware: bool) -> Any:
     """Hard-max minimal hardware of many designs (``maps`` is ``[design, layer, ...]``)."""
-    return jax.vmap(lambda m: instructions.infer_hw(template, base, layers, m, 0.0, aware))(maps)
+    return jax.vmap(lambda m: aware_model.infer_hw(template, base, layers, m, 0.0, aware))(maps)
 
 
 @functools.partial(fast_jit, static_argnums=(0, 4))
 def _score_many(template: Any, layers: Any, hwps: Any, maps: MappingArrays, aware: bool
                 ) -> Metrics:
     """Exact metrics ``[design, layer]`` of many designs, each on its own hardware."""
-    per_layer = jax.vmap(lambda hwp, layer, m: instructions.evaluate(template, layer, hwp, m,
+    per_layer = jax.vmap(lambda hwp, layer, m: aware_model.evaluate(template, layer, hwp, m,
                                                                      aware),
                          in_axes=(None, 0, 0))
     return jax.vmap(per_layer, in_axes=(0, None, 0))(hwps, layers, maps)
@@ -151,8 +123,8 @@ class Rounder:
                  hw_mode: str = "min_hw", aware: bool = True, max_pe_dim: int = 128,
                  sram_step_kb: float = 1.0, max_sp_kb: float | None = None,
                  max_acc_kb: float | None = None, nearest: str = "log",
-                 area_budget_mm2: float | None = None, max_dram_bw_words: float = 64.0
-                 ) -> None:
+                 area_budget_mm2: float | None = None, max_dram_bw_words: float = 64.0,
+                 fusion: Any = None, residual: Any = None) -> None:
         if hw_mode not in _HW_MODES:
             raise ConfigError(f"rounding: hw_mode must be one of {_HW_MODES}, got {hw_mode!r}")
         if not layers:
@@ -163,16 +135,20 @@ class Rounder:
         self.gelu_on_chip = gelu_on_chip(self.layers)
         self.hw_mode = hw_mode
         self.aware = aware
-        self.axes = instructions.array_axes(self.template) if aware else ()
+        self.axes = aware_model.array_axes(self.template) if aware else ()
         self.max_pe_dim = int(max_pe_dim)
         self.sram_step_kb = float(sram_step_kb)
         self.max_kb = {"sp_kb": max_sp_kb, "acc_kb": max_acc_kb}
         self.linear = nearest == "linear"
         self.area_budget_mm2 = None if area_budget_mm2 is None else float(area_budget_mm2)
         self.max_dram_bw_words = float(max_dram_bw_words)
-        self.fusion: Any = None   # a baco.fusion.FusionPlan: chains scored fused where better
+        self.fusion = fusion   # a baco.fusion.FusionPlan: chains scored fused where better
+        # A learned correction of the model's cycles, pure in its inputs: ``residual(template,
+        # layers, hwps, maps)`` gives log-cycle residuals ``[design, layer]`` (a fitted
+        # `perfmodels.atformer.Hybrid`'s ``residual_grid``); None: the model's own cycles.
+        self.residual = residual
         try:
-            self.pe_axes = instructions.array_axes(self.template)   # for narrowing the array
+            self.pe_axes = aware_model.array_axes(self.template)   # for narrowing the array
         except ConfigError:
             self.pe_axes = ()
         self.dims = np.array([[getattr(x, d) for d in DIMS] for x in self.layers], np.int64)
@@ -189,6 +165,23 @@ class Rounder:
             self.fan_cap = level_arrays(self.template, top.to_params(), np).fanout
         self.fan_cap = np.where(np.isfinite(self.fan_cap), self.fan_cap, np.inf)
         self._check_bounds()
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"a Rounder is immutable: use .replace({name}=...) for one "
+                                 "that differs")
+        object.__setattr__(self, name, value)
+
+    def replace(self, *, fusion: Any = ..., residual: Any = ...) -> Rounder:
+        """The same rounder scoring with another fusion plan or residual (`...`: unchanged);
+        everything built from the layers and bounds is shared."""
+        out = copy.copy(self)
+        if fusion is not ...:
+            object.__setattr__(out, "fusion", fusion)
+        if residual is not ...:
+            object.__setattr__(out, "residual", residual)
+        return out
 
     # ------------------------------------------------------------------ bounds
     def _capacity_kb(self, hw_fields: dict[str, float]) -> np.ndarray:
@@ -239,12 +232,12 @@ class Rounder:
     def footprint_kb(self, b: int, temporal: np.ndarray, spatial: np.ndarray,
                      stages: np.ndarray, fanout: np.ndarray) -> np.ndarray:
         """Per-instance KiB each level of layer `b` holds (`accel.mapping.footprint_kb`),
-        padded to the array if aware as `baco.instructions.pad` pads (`instructions.padding`:
+        padded to the array if aware as `perfmodels.aware.pad` pads (`padding`:
         each array axis's spatial factor up to its fan-out, folded into the temporal one)."""
         s = spatial.astype(np.float64)
         log_ts = np.log(temporal * s)
         for level, d in self.axes:
-            log_ts[level, d] += instructions.padding(np.float64(fanout[level]),
+            log_ts[level, d] += aware_model.padding(np.float64(fanout[level]),
                                                      np.log(s[level, d]), np)
         log_ext = np.cumsum(log_ts, axis=0)
         _, stride, dilation = self.geometry[b]
@@ -397,7 +390,7 @@ class Rounder:
         for p in range(points):
             while True:
                 try:
-                    repaired = self._repair(temporal[p], spatial[p], stages[p], hws[p])
+                    repaired = self.repair(temporal[p], spatial[p], stages[p], hws[p])
                     break
                 except InfeasibleError:
                     # Instruction-aware: padding to a wide array can outgrow a bound that a
@@ -444,7 +437,7 @@ class Rounder:
         """Cut the area of one design (arrays of one point, in place) until its inferred
         hardware is within ``area_budget_mm2``: the largest term that can shrink first -- the
         array narrowed to the widest dim whose PEs leave room, or a buffer's tiles shrunk to
-        the KiB that leave room (`_repair` with that limit). Returns the hardware (still over
+        the KiB that leave room (`repair` with that limit). Returns the hardware (still over
         the budget if nothing could be cut; `score` then rejects it)."""
         budget = self.area_budget_mm2
         step = self.sram_step_kb
@@ -474,7 +467,7 @@ class Rounder:
                     target = max(step, math.floor((current - excess / per_kb) / step) * step)
                     target = min(target, current - step)
                     try:
-                        self._repair(temporal, spatial, stages, hw, limits={field: target})
+                        self.repair(temporal, spatial, stages, hw, limits={field: target})
                     except InfeasibleError:
                         continue
                 break
@@ -509,7 +502,7 @@ class Rounder:
                 dram_bw_words=float(dram_bw_words[p]), name="baco"))
         return out
 
-    def _repair(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
+    def repair(self, temporal: np.ndarray, spatial: np.ndarray, stages: np.ndarray,
                 hw: HardwareConfig, limits: dict[str, float] | None = None) -> bool:
         """Shrink tiles (in place) of layers that overflow their bound (and `limits`, KiB
         per buffer field, if given); True if any did."""
@@ -579,10 +572,23 @@ class Rounder:
         return out
 
     def layer_score(self, designs: Sequence[Design]) -> Metrics:
-        """`score` with every layer run on its own (no fusion)."""
+        """`score` with every layer run on its own (no fusion), its cycles corrected by the
+        `residual` if there is one."""
+        out = self.analytic_score(designs)
+        if self.residual is None:
+            return out
         hwps = stack_hw([d.hw for d in designs])
         maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                      *[d.mapping_arrays() for d in designs])
+                                      *[design_arrays(d) for d in designs])
+        residual = self.residual(self.template, self.packed, hwps, maps)
+        cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
+        return out._replace(cycles=cycles, edp=cycles * out.energy_pj)
+
+    def analytic_score(self, designs: Sequence[Design]) -> Metrics:
+        """The model's per-layer scores: no residual, no fusion."""
+        hwps = stack_hw([d.hw for d in designs])
+        maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
+                                      *[design_arrays(d) for d in designs])
         out = _score_many(self.template, self.packed, hwps, maps, self.aware)
         out = jax.tree_util.tree_map(np.asarray, out)
         if self.area_budget_mm2 is not None:
@@ -630,14 +636,6 @@ def argmax_orders(order_weights: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return np.argsort(chosen, axis=-1, kind="stable").astype(np.int32)
 
 
-def design_of(hw: HardwareConfig, mappings: Sequence[Mapping]) -> Design:
-    """A `Design` from a hardware config and one mapping per layer (any search's result)."""
-    return Design(hw=hw, temporal=np.stack([m.temporal for m in mappings]),
-                  spatial=np.stack([m.spatial for m in mappings]),
-                  order=np.stack([m.order for m in mappings]),
-                  stages=np.stack([m.stages for m in mappings]))
-
-
 class Score(NamedTuple):
     """A design's figures on the common scorer (`common_score`)."""
 
@@ -670,19 +668,19 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     options: list[tuple[Rounder, Design]] = []
     if not aware:
         options.append((Rounder(design.hw, layers, hw_mode="fixed", aware=False,
-                                sram_step_kb=sram_step_kb), design))
+                                sram_step_kb=sram_step_kb, fusion=fusion), design))
     else:
         grow = Rounder(design.hw, layers, hw_mode="min_hw", aware=True, max_pe_dim=max(
             design.hw.pe_rows, design.hw.pe_cols), sram_step_kb=sram_step_kb)
         grown = grow.realize(design)
         options.append((Rounder(grown.hw, layers, hw_mode="fixed", aware=True,
-                                sram_step_kb=sram_step_kb), grown))
+                                sram_step_kb=sram_step_kb, fusion=fusion), grown))
         try:
             keep = Rounder(design.hw, layers, hw_mode="fixed", aware=True,
-                           sram_step_kb=sram_step_kb)
+                           sram_step_kb=sram_step_kb, fusion=fusion)
             T, S, ST = design.temporal.copy(), design.spatial.copy(), design.stages.copy()
             keep.fill_array(T[None], S[None])
-            keep._repair(T, S, ST, design.hw)
+            keep.repair(T, S, ST, design.hw)
             options.append((keep, Design(hw=design.hw, temporal=T, spatial=S,
                                          order=design.order.copy(), stages=ST)))
         except InfeasibleError:
@@ -694,17 +692,7 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     for r, d in options:
         if aware:
             r.check(d)
-        r.fusion = fusion
         edp, cycles, energy_pj = network_edp(r.score([d]), counts)
         scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d))
     return min(scores, key=lambda x: x.edp)
 
-
-def network_edp(metrics: Metrics, counts: Sequence[float]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(edp, cycles, pJ)`` per design from per-layer metrics ``[design, layer]``: Eq. 6.9's
-    ``(Σ count·pJ) x (Σ count·cycles)``, in float64."""
-    counts = np.asarray(counts, np.float64)
-    cycles = (np.asarray(metrics.cycles, np.float64) * counts).sum(-1)
-    energy_pj = (np.asarray(metrics.energy_pj, np.float64) * counts).sum(-1)
-    return cycles * energy_pj, cycles, energy_pj

@@ -48,10 +48,10 @@ from typing import Any
 import yaml
 
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from baco.config import ExperimentConfig
 from baco.fusion import fused_chains
 from baco.result import CodesignResult
-from baco.rounding import design_of
 from baco.yardsticks import YARDSTICKS, Yardsticks, yardsticks
 from perfmodels.energy import config_area_mm2
 from workloads.errors import ConfigError
@@ -67,17 +67,10 @@ SAMPLE_MARKS = (1000, 5000)
 
 
 def baselines() -> dict[str, Callable[..., CodesignResult]]:
-    """The registered baselines: `baco.search.BASELINES` (if present) and ``dosa``."""
-    registry: dict[str, Callable[..., CodesignResult]] = {}
-    try:
-        from baco.search import BASELINES
-        registry.update(BASELINES)
-    except ImportError:
-        pass
-    if "dosa" not in registry:
-        from baco.search.dosa import dosa
-        registry["dosa"] = dosa
-    return registry
+    """The registered baselines (`baco.search.BASELINES`), by name."""
+    from baco.search import BASELINES
+
+    return dict(BASELINES)
 
 
 def _say(message: str, enabled: bool) -> None:

@@ -22,7 +22,7 @@ the simulator (`baco simulate` shows 1.1x-5x per layer for a ResNet-50 design). 
    (`SimLearner.polish`), and the final design is the one with the lowest simulated EDP of
    every design simulated during the run.
 
-Designs with a layer whose program passes `MAX_INSTRUCTIONS` are not simulated (nor picked).
+Designs with a layer whose program passes `SEARCH_MAX_INSTRUCTIONS` are not simulated (nor picked).
 Samples: every newly simulated unique layer (a (layer, mapping, hardware) the run has not
 simulated before) costs one sample of ``budget_samples`` (`baco.result`); the search keeps
 ``(sim_top_k + sim_polish + 1)`` x layers samples in reserve for the last round.
@@ -41,8 +41,8 @@ import jax
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.design import Design, design_of
 from accel.lower.nest import padded_layer
-from baco.rounding import Design, design_of
 from baco.yardsticks import SimCache, cache_key, simulate_design
 from perfmodels.atformer.features import tokens_of
 from perfmodels.atformer.hybrid import Hybrid
@@ -63,10 +63,11 @@ designs it then mis-ranks), MAPE in the loss since the round's question is how m
 not which of two is faster."""
 
 
-MAX_INSTRUCTIONS = 1_000_000
-"""A candidate with a layer whose program is longer is not simulated (nor ever picked): about
-10 s of lowering and simulating per million instructions on a laptop core, and a program that
-long is slow on the simulator anyway."""
+SEARCH_MAX_INSTRUCTIONS = 1_000_000
+"""A candidate with a layer whose program is longer is not simulated in the search loop (nor
+ever picked): about 10 s of lowering and simulating per million instructions on a laptop core.
+The judge goes further (`baco.yardsticks.MAX_INSTRUCTIONS`): it simulates one design, not a
+round of candidates."""
 
 
 POLISH_BATCH = 64
@@ -165,7 +166,7 @@ class SimLearner:
                 stick, per_layer = simulate_design(self.layers, self.counts, design,
                                                    sram_step_kb=self.sram_step_kb,
                                                    cache=self.cache,
-                                                   max_instructions=MAX_INSTRUCTIONS)
+                                                   max_instructions=SEARCH_MAX_INSTRUCTIONS)
             except (InfeasibleError, UnsupportedOpError, TraceError) as exc:
                 self.failed[key] = str(exc)
                 continue
@@ -257,7 +258,7 @@ class SimLearner:
                     _, per = simulate_design([layer], [1.0], design_of(design.hw, [m]),
                                                  sram_step_kb=self.sram_step_kb,
                                                  cache=self.cache,
-                                                 max_instructions=MAX_INSTRUCTIONS)
+                                                 max_instructions=SEARCH_MAX_INSTRUCTIONS)
                 except (InfeasibleError, UnsupportedOpError, TraceError):
                     continue
                 cost += key not in self._seen

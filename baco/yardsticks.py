@@ -1,9 +1,9 @@
 """The three yardsticks of a design -- ``plain``, ``instruction_aware``, ``simulated`` -- and area.
 
-A design (a `baco.rounding.Design`: hardware plus one `Mapping` per unique layer) is judged
+A design (a `accel.design.Design`: hardware plus one `Mapping` per unique layer) is judged
 three ways, each giving ``edp`` (cycles x pJ),
 ``latency_cycles`` and ``energy_pj`` of the whole network, with Eq. 6.9's convention
-(`baco.rounding.network_edp`): latency = sum over unique layers of count x cycles, energy =
+(`perfmodels.score.network_edp`): latency = sum over unique layers of count x cycles, energy =
 sum of count x pJ, EDP = latency x energy.
 
 * ``plain``: the analytic model of the design as it is (`baco.rounding.common_score`,
@@ -51,7 +51,7 @@ more for ResNet-50's spread of lengths, so there they run one by one (``batch=1`
 accelerator backend (``batch=16``) they run vmapped in groups of similar length.
 
 >>> from accel.arch import HardwareConfig
->>> from baco.rounding import design_of
+>>> from accel.design import design_of
 >>> from accel.mapping import Mapping
 >>> from workloads.layer import Layer
 >>> hw = HardwareConfig(pe_rows=4, pe_cols=4, sp_kb=4, acc_kb=4)
@@ -77,6 +77,7 @@ import jax
 import numpy as np
 
 from accel.arch import HardwareConfig, Template, level_arrays, unit_area_mm2
+from accel.design import Design
 from accel.lower import Allocation, Lowered, gelu_on_chip, lower, split_epilogue
 from accel.lower.nest import padded_layer
 from accel.mapping import Mapping
@@ -84,9 +85,9 @@ from accel.sim import TimingTable, run_batch
 from accel.sim.decode import DecodedTrace, Op
 from accel.sim.engine import CHUNK
 from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
-from baco.instructions import array_axes
-from baco.rounding import Design, common_score
+from baco.rounding import common_score
 from perfmodels.accesses import Accesses
+from perfmodels.aware import array_axes
 from perfmodels.energy import Energy, area_mm2, energy
 from workloads.layer import Layer
 
@@ -306,7 +307,7 @@ def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
       destination: the scratchpad's weight regions (`Allocation.holds_weights`) -> W, the
       rest of the scratchpad -> I, the accumulator -> O.
     * Scratchpad and accumulator: every access is of whole DIM-wide rows (padded channels
-      included, as `baco.instructions` charges them): an mvin fills ``rows x blocks x DIM``
+      included, as `perfmodels.aware` charges them): an mvin fills ``rows x blocks x DIM``
       words; a compute reads its A rows (I) and a preload its weight rows (W) x DIM; a compute
       writes (``updates``) its output rows x DIM into the accumulator and, when it
       accumulates, reads them first; an mvout reads its rows x blocks x DIM; an mvout_spad
@@ -558,7 +559,7 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
     Every unique layer is lowered with its mapping (fused epilogue ops only), simulated for
     timing on the design's array (buffers grown if the programs need more rows, see the module
     docstring), and its energy counted from the trace. ``counts`` weight the layers as in
-    `baco.rounding.network_edp`. ``progress(done, total, layer_name)`` is called per layer
+    `perfmodels.score.network_edp`. ``progress(done, total, layer_name)`` is called per layer
     simulated. A layer whose program passes `max_instructions` is not built
     (`ProgramTooLongError`, naming the layer; None: no cap).
 

@@ -8,28 +8,28 @@
 432896
 """
 
-from perfmodels import relax
-from perfmodels.accesses import LayerArrays
-from perfmodels.accesses import MappingArrays
-from perfmodels.analytic import Metrics
-from perfmodels.analytic import evaluate
-from perfmodels.analytic import evaluate_batch
-from perfmodels.analytic import exact
-from perfmodels.analytic import exact_batch
-from perfmodels.analytic import fast_jit
-from perfmodels.analytic import pack_layer
-from perfmodels.analytic import pack_mapping
-from perfmodels.analytic import stack_layers
-from perfmodels.analytic import stack_mappings
-from perfmodels.validate import TimeloopRow
-from perfmodels.validate import read_rows
-from perfmodels.validate import validate_timeloop
+from perfmodels import aware, relax
+from perfmodels.accesses import LayerArrays, MappingArrays
+from perfmodels.analytic import (
+    Metrics,
+    evaluate,
+    evaluate_batch,
+    exact,
+    exact_batch,
+    fast_jit,
+    pack_layer,
+    pack_mapping,
+    stack_layers,
+    stack_mappings,
+)
+from perfmodels.validate import TimeloopRow, read_rows, validate_timeloop
 
 __all__ = [
     "LayerArrays",
     "MappingArrays",
     "Metrics",
     "TimeloopRow",
+    "aware",
     "evaluate",
     "evaluate_batch",
     "exact",

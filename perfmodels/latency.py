@@ -35,7 +35,7 @@ is one exposed load (compute-bound) or one exposed use (load-bound) and vanishes
 ``on`` (``load_latency``) switches the fixed per-load latency and the fill term on: off is
 Timeloop's and DOSA's steady-state roofline (``max(use, xfer)`` at 2+ stages, the sum at 1),
 which the plain yardstick and ``baco validate timeloop`` reproduce; on is the instruction-aware
-yardstick (`baco.instructions`), the model as Gemmini's DMA runs the loads. With on, more than
+yardstick (`perfmodels.aware`), the model as Gemmini's DMA runs the loads. With on, more than
 2 stages matter exactly when a per-load latency is exposed (``serial / S`` is the max).
 
 Stages enter as floats, so continuous stages (`perfmodels.relax`) use the same formula; it is
@@ -87,7 +87,7 @@ def latency(template: Template, acc: Accesses, m: MappingArrays, lv: LevelArrays
 
     ``compute_cycles`` replaces the MACs over the PEs in use, and ``min_port_cycles``
     (``[level]``) floors each port's busy time, for a caller that knows what the
-    instructions cost (`baco.instructions`)."""
+    instructions cost (`perfmodels.aware`)."""
     keeps = jnp.asarray(template.keeps_mask)
     per_level = (jnp.where(keeps, acc.reads + acc.updates + acc.fills, 0.0)).sum(-1)   # [L]
     fanout_log = m.log_spatial.sum(-1)                                                 # [L]

@@ -42,3 +42,131 @@ def test_importing_a_package_loads_nothing_upstream(package):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT).stdout
     assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------ inside baco
+BACO_LAYERS = (
+    # what every part of baco may use: errors, settings, results, network loading
+    {"errors", "config", "padding", "importance", "interrupts", "networks", "result"},
+    # scoring and judging designs, the DSL
+    {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
+     "program_validation", "rtl_validation"},
+    {"search"},  # the baselines and what every gradient search shares (start points)
+    {"codesign"},  # BACO's search loop
+    {"run", "dataset"},  # an experiment, a dataset
+    {"reproduce", "plots"},  # the seed's tables and figures
+    {"", "__main__", "cli", "cli_reproduce", "cli_simulate", "cli_surrogate"},  # the faces
+)
+"""baco's parts, bottom first: a part imports only parts of its own layer or below."""
+
+
+def _baco_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "baco":
+        return None
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module `path` imports (at module level or inside a function), fully named;
+    ``from package import name`` counts as ``package.name``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [f"{node.module}.{alias.name}" for alias in node.names]
+    return out
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_baco_parts_import_only_their_layer_or_below():
+    layer_of = {part: i for i, layer in enumerate(BACO_LAYERS) for part in layer}
+    unknown, upward = set(), []
+    for path in (ROOT / "baco").rglob("*.py"):
+        me = _baco_part(_module(path))
+        if me not in layer_of:
+            unknown.add(me)
+            continue
+        for name in _imports(path):
+            other = _baco_part(name)
+            if other is None or other == me:
+                continue
+            if other not in layer_of:
+                unknown.add(other)
+            elif layer_of[other] > layer_of[me]:
+                upward.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not unknown, f"place these parts of baco in BACO_LAYERS: {sorted(unknown)}"
+    assert upward == []
+
+
+# ------------------------------------------------------------------------------ faces
+SUBPACKAGES = ("accel.lower", "accel.sim", "perfmodels.atformer", "baco.search", "baco.dsl",
+               "baco.reproduce", "workloads.zoo")
+"""Packages inside a package: a module outside one imports it through its face (its
+``__init__``), never a module of it."""
+
+PAST_FACE_NOW = {
+    ("accel.lower.check", "accel.sim.reference"),
+    ("accel.lower.layout", "accel.sim.reference"),
+    ("baco.cli_reproduce", "baco.reproduce.executor"),
+    ("baco.cli_reproduce", "baco.reproduce.spec"),
+    ("baco.cli_surrogate", "perfmodels.atformer.metrics"),
+    ("baco.cli_surrogate", "perfmodels.atformer.model"),
+    ("baco.cli_surrogate", "perfmodels.atformer.train"),
+    ("baco.codesign", "perfmodels.atformer.hybrid"),
+    ("baco.dataset", "accel.sim.rtl"),
+    ("baco.dsl.emit", "accel.lower.core"),
+    ("baco.dsl.emit", "accel.lower.layout"),
+    ("baco.dsl.emit", "accel.lower.nest"),
+    ("baco.dsl.machine", "accel.sim.reference"),
+    ("baco.dsl.sim_backend", "accel.lower.chain"),
+    ("baco.fusion", "accel.lower.chain"),
+    ("baco.program_validation", "accel.sim.rtl"),
+    ("baco.reproduce.runners", "accel.sim.rtl"),
+    ("baco.reproduce.runners", "perfmodels.atformer.train"),
+    ("baco.rounding", "accel.lower.nest"),
+    ("baco.rtl_validation", "accel.sim.rtl"),
+    ("baco.rtl_validation", "perfmodels.atformer.features"),
+    ("baco.rtl_validation", "perfmodels.atformer.metrics"),
+    ("baco.rtl_validation", "perfmodels.atformer.train"),
+    ("baco.run", "baco.dsl.emit"),
+    ("baco.search.gemmini_tiler", "accel.lower.nest"),
+    ("baco.sim_hybrid", "accel.lower.nest"),
+    ("baco.sim_hybrid", "perfmodels.atformer.features"),
+    ("baco.sim_hybrid", "perfmodels.atformer.hybrid"),
+    ("baco.sim_hybrid", "perfmodels.atformer.model"),
+    ("baco.sim_hybrid", "perfmodels.atformer.train"),
+    ("baco.simulate", "accel.lower.check"),
+    ("baco.yardsticks", "accel.lower.nest"),
+    ("baco.yardsticks", "accel.sim.decode"),
+    ("baco.yardsticks", "accel.sim.engine"),
+    ("perfmodels.fusion", "accel.lower.chain"),
+}
+"""The imports past a face that remain (the restructuring removes them); a new one fails."""
+
+
+def _past_face() -> set[tuple[str, str]]:
+    found = set()
+    for package in sorted(FORBIDDEN) + ["baco"]:
+        for path in (ROOT / package).rglob("*.py"):
+            me = _module(path)
+            for name in _imports(path):
+                for sub in SUBPACKAGES:
+                    inside = me == sub or me.startswith(sub + ".")
+                    if name.startswith(sub + ".") and not inside:
+                        target = ".".join(name.split(".")[:len(sub.split(".")) + 1])
+                        if (ROOT / Path(*target.split("."))).with_suffix(".py").exists() or (
+                                ROOT / Path(*target.split("."))).is_dir():
+                            found.add((me, target))
+    return found
+
+
+def test_no_new_import_past_a_face():
+    found = _past_face()
+    assert found - PAST_FACE_NOW == set(), "import these through the package's __init__"
+    assert PAST_FACE_NOW - found == set(), "gone: remove them from PAST_FACE_NOW"

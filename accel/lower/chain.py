@@ -300,6 +300,22 @@ def _softmax_moves(out: list, dim: int, c_acc: int, c_sp: int, tm: int, rows: in
                 operand(1, n, c_sp + nb * tm + r)))
 
 
+def _allocation(tiles: dict[str, int], n_extent: int, order: str, params: IsaParams
+                ) -> Allocation:
+    """The chain's buffers (`footprint`) one after another: A, B, C, D in the scratchpad (B and
+    D hold weights), ``C_acc`` and ``E_acc`` in the accumulator, one slot each."""
+    sp_rows, acc_rows = footprint(tiles, n_extent, order, params.dim)
+    regions, start = [], 0
+    for name, rows in sp_rows.items():
+        regions.append(BufferRegion(name, "sp", start, rows, 1, weights=name in "BD"))
+        start += rows
+    sp_used, start = start, 0
+    for name, rows in acc_rows.items():
+        regions.append(BufferRegion(f"{name}_acc", "acc", start, rows, 1))
+        start += rows
+    return Allocation(tuple(regions), sp_used, params.sp_rows, start, params.acc_rows)
+
+
 def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                      tiles: dict[str, int] | None = None, order: str = "mlkn", *,
                      acc_scales: tuple[float, float] = (1.0, 1.0),
@@ -332,24 +348,9 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
     batch, m, k, l_, n = chain_dims(first, second)
     epis = chain_epilogues(first, second, acc_scales)
     params = IsaParams.from_hardware(hw)
-    dim = params.dim
     t = choose_tiles(first, second, params, order, tiles, whole_l=epis[0].softmax is not None)
-    tm, tk, tl, tn = (t[d] for d in TILE_DIMS)
-    sp_rows, acc_rows = footprint(t, n, order, dim)
-    regions, start = [], 0
-    for name, rows in sp_rows.items():
-        regions.append(BufferRegion(name, "sp", start, rows, 1, weights=name in "BD"))
-        start += rows
-    sp_used, start = start, 0
-    for name, rows in acc_rows.items():
-        regions.append(BufferRegion(f"{name}_acc", "acc", start, rows, 1))
-        start += rows
-    alloc = Allocation(tuple(regions), sp_used, params.sp_rows, start, params.acc_rows)
-    a_sp, b_sp, c_sp, d_sp = (alloc[x].start_row for x in "ABCD")
-    c_acc, e_acc = alloc["C_acc"].start_row, alloc["E_acc"].start_row
-
+    alloc = _allocation(t, n, order, params)
     layout = chain_layout(batch, m, k, l_, n, batched_weights, epis)
-    ta, tb, td, te = (layout[x] for x in "ABDE")
     em = Emitter(params)
     em.config_ex()
     gelus = {e.gelu for e in epis} - {None}
@@ -358,32 +359,61 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
                                  "two sets of constants (one config_norm holds one)")
     if gelus:
         em.config_norm(*gelus.pop())
-    softmax = epis[0].softmax
-    init_c, init_e = (e.init for e in epis)
-    per_mvin = params.max_block_len
-    reads: dict[str, int] = {}
+    program = _ChainProgram(em, layout, alloc, t, order, epis, bool(batched_weights),
+                            (batch, m, k, l_, n))
+    program.emit()
+    em.fence()
+    trace = Trace(em.out)
+    trace.validate(params)
+    return LoweredChain(trace, layout, alloc, t, order, first, second, hw, epis,
+                        bool(batched_weights), program.reads, {"E": em.dram_write_bytes})
 
-    def move(ld_id: int, tensor: TensorLayout, dram: int, local: int, rows: int,
-             cols: int) -> None:
-        em.mvin(ld_id, dram, local, rows, cols, tensor.itemsize)
-        reads[tensor.name] = reads.get(tensor.name, 0) + rows * cols * tensor.itemsize
 
-    def load(ld_id: int, tensor: TensorLayout, origin: tuple[int, ...], local: int,
-             block_stride: int, rows: int, cols: int) -> None:
-        # The rows x cols tile at `origin` of a row-major tensor: DIM rows per mvin, up to
-        # MAX_BLOCK_LEN column blocks each (block_stride scratchpad rows apart).
+class _ChainProgram:
+    """The loops of `lower_gemm_chain` (module docstring) for a chain of ``dims`` ``(batch,
+    M, K, L, N)``, emitted into ``em``: per E tile, per l tile the C tile (its k tiles of A and
+    B) requantized into the scratchpad, then its products with the D tiles into E; ``reads``
+    counts the DRAM bytes each tensor's mvins read."""
+
+    def __init__(self, em: Emitter, layout: DramLayout, alloc: Allocation,
+                 tiles: dict[str, int], order: str, epis: tuple[Epilogue, Epilogue],
+                 batched_weights: bool, dims: tuple[int, int, int, int, int]) -> None:
+        self.em, self.layout, self.tiles, self.order, self.epis = em, layout, tiles, order, epis
+        self.batched_weights = batched_weights
+        self.batch, self.m, self.k, self.l_, self.n = dims
+        self.dim = em.params.dim
+        self.per_mvin = em.params.max_block_len
+        self.a_sp, self.b_sp, self.c_sp, self.d_sp = (alloc[x].start_row for x in "ABCD")
+        self.c_acc, self.e_acc = alloc["C_acc"].start_row, alloc["E_acc"].start_row
+        self.reads: dict[str, int] = {}
+        # A tile that is the whole of its tensor's varying extent stays put: A's across l (and
+        # n) tiles with one k tile, B's and D's across m tiles (and batches, if shared) with
+        # one tile.
+        self.a_resident = self.b_resident = self.d_resident = False
+
+    def _move(self, ld_id: int, tensor: TensorLayout, dram: int, local: int, rows: int,
+              cols: int) -> None:
+        self.em.mvin(ld_id, dram, local, rows, cols, tensor.itemsize)
+        self.reads[tensor.name] = self.reads.get(tensor.name, 0) + rows * cols * tensor.itemsize
+
+    def _load(self, ld_id: int, tensor: TensorLayout, origin: tuple[int, ...], local: int,
+              block_stride: int, rows: int, cols: int) -> None:
+        """The rows x cols tile at `origin` of a row-major tensor: DIM rows per mvin, up to
+        MAX_BLOCK_LEN column blocks each (block_stride scratchpad rows apart)."""
+        dim, per_mvin = self.dim, self.per_mvin
         *lead, row, col = origin
-        em.config_ld(ld_id, tensor.shape[-1], block_stride=block_stride)
+        self.em.config_ld(ld_id, tensor.shape[-1], block_stride=block_stride)
         for r0 in range(0, rows, dim):
             for c0 in range(0, cols, per_mvin * dim):
-                move(ld_id, tensor, tensor.address(*lead, row + r0, col + c0),
-                     local + c0 // dim * block_stride + r0, min(dim, rows - r0),
-                     min(per_mvin * dim, cols - c0))
+                self._move(ld_id, tensor, tensor.address(*lead, row + r0, col + c0),
+                           local + c0 // dim * block_stride + r0, min(dim, rows - r0),
+                           min(per_mvin * dim, cols - c0))
 
-    def init_tile(epi: Epilogue, bias: str, acc_base: int, b: int, m0: int, rows: int,
-                  col0: int, cols: int) -> None:
-        # A C or E tile's accumulator rows (blocks of DIM columns tm rows apart) start as the
-        # bias row repeated (DRAM stride 0) and, for E, plus the residual's rows on top.
+    def _init_tile(self, epi: Epilogue, bias: str, acc_base: int, b: int, m0: int, rows: int,
+                   col0: int, cols: int) -> None:
+        """A C or E tile's accumulator rows (blocks of DIM columns tm rows apart) start as the
+        bias row repeated (DRAM stride 0) and, for E, plus the residual's rows on top."""
+        layout, dim, tm, n = self.layout, self.dim, self.tiles["m"], self.n
         sources = []
         if epi.bias:
             sources.append((layout[bias], 0, lambda r0, c0: layout[bias].address(c0), False))
@@ -391,70 +421,95 @@ def lower_gemm_chain(first: Layer, second: Layer, hw: HardwareConfig,
             res = layout["residual"]
             sources.append((res, n, lambda r0, c0: res.address(b, m0 + r0, c0), epi.bias))
         for tensor, stride, address, accumulate in sources:
-            em.config_ld(2, stride, shrunk=tensor.itemsize == 1)
+            self.em.config_ld(2, stride, shrunk=tensor.itemsize == 1)
             for cb in range(-(-cols // dim)):
                 for r0 in range(0, rows, dim):
-                    move(2, tensor, address(r0, col0 + cb * dim),
-                         acc_addr(acc_base + cb * tm + r0, accumulate=accumulate),
-                         min(dim, rows - r0), min(dim, cols - cb * dim))
+                    self._move(2, tensor, address(r0, col0 + cb * dim),
+                               acc_addr(acc_base + cb * tm + r0, accumulate=accumulate),
+                               min(dim, rows - r0), min(dim, cols - cb * dim))
 
-    n_groups = [(0, n)] if order == "mlkn" else [(n0, min(n, n0 + tn)) for n0 in range(0, n, tn)]
-    # A tile that is the whole of its tensor's varying extent stays put: A's across l (and n)
-    # tiles with one k tile, B's and D's across m tiles (and batches, if shared) with one tile.
-    b_resident = d_resident = False
-    for b in range(batch):
-        wb = (b,) if batched_weights else ()
-        if batched_weights:
-            b_resident = d_resident = False
-        for m0 in range(0, m, tm):
-            mv = min(tm, m - m0)
-            a_resident = False
-            for n_lo, n_hi in n_groups:
-                init_tile(epis[1], "bias_E", e_acc, b, m0, mv, n_lo, n_hi - n_lo)
-                for l0 in range(0, l_, tl):
-                    lv = min(tl, l_ - l0)
-                    init_tile(epis[0], "bias_C", c_acc, b, m0, mv, l0, lv)
-                    for k0 in range(0, k, tk):
-                        kv = min(tk, k - k0)
-                        if not a_resident:
-                            load(0, ta, (b, m0, k0), a_sp, tm, mv, kv)
-                            a_resident = tk >= k
-                        if not b_resident:
-                            load(1, tb, (*wb, k0, l0), b_sp, tk, kv, lv)
-                            b_resident = tk >= k and tl >= l_
-                        _tile_matmul(em.out, dim, a_sp, b_sp, tk, c_acc, tm, mv, kv, lv,
-                                     overwrite=k0 == 0 and not init_c)
-                    # C stays on chip: requantized into the scratchpad, never to DRAM.
-                    if softmax:
-                        em.config_st(n, act=Activation.NONE, acc_scale=epis[0].acc_scale)
-                        em.config_softmax(*softmax)
-                        _softmax_moves(em.out, dim, c_acc, c_sp, tm, mv, lv)
-                    else:
-                        em.config_st(n, act=epis[0].act, acc_scale=epis[0].acc_scale)
-                        for lb in range(-(-lv // dim)):
-                            for r0 in range(0, mv, dim):
-                                em.out.append(new_instruction(
-                                    Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r0),
-                                    operand(min(dim, mv - r0), min(dim, lv - lb * dim),
-                                            c_sp + lb * tm + r0)))
-                    for n0 in range(n_lo, n_hi, tn):
-                        nv = min(tn, n_hi - n0)
-                        if not d_resident:
-                            load(2, td, (*wb, l0, n0), d_sp, tl, lv, nv)
-                            d_resident = tl >= l_ and tn >= n
-                        _tile_matmul(em.out, dim, c_sp, d_sp, tl, e_acc + (n0 - n_lo) // dim * tm,
-                                     tm, mv, lv, nv, overwrite=l0 == 0 and not init_e)
-                em.config_st(n, act=epis[1].act, acc_scale=epis[1].acc_scale)
-                for nb in range(-(-(n_hi - n_lo) // dim)):
-                    for r0 in range(0, mv, dim):
-                        em.mvout(te.address(b, m0 + r0, n_lo + nb * dim),
-                                 acc_addr(e_acc + nb * tm + r0), min(dim, mv - r0),
-                                 min(dim, n_hi - n_lo - nb * dim), 1)
-    em.fence()
-    trace = Trace(em.out)
-    trace.validate(params)
-    return LoweredChain(trace, layout, alloc, t, order, first, second, hw, epis,
-                        bool(batched_weights), reads, {"E": em.dram_write_bytes})
+    def emit(self) -> None:
+        """The whole chain: per batch, m tile and group of n tiles (all of N with ``"mlkn"``),
+        one E tile."""
+        batch, m, n = self.batch, self.m, self.n
+        tm, tn = self.tiles["m"], self.tiles["n"]
+        n_groups = ([(0, n)] if self.order == "mlkn"
+                    else [(n0, min(n, n0 + tn)) for n0 in range(0, n, tn)])
+        for b in range(batch):
+            if self.batched_weights:
+                self.b_resident = self.d_resident = False
+            for m0 in range(0, m, tm):
+                mv = min(tm, m - m0)
+                self.a_resident = False
+                for n_lo, n_hi in n_groups:
+                    self._e_tile(b, m0, mv, n_lo, n_hi)
+
+    def _e_tile(self, b: int, m0: int, mv: int, n_lo: int, n_hi: int) -> None:
+        """E's rows ``m0 .. m0 + mv`` and columns ``n_lo .. n_hi`` of batch ``b``: initialized,
+        accumulated over the l tiles, then moved to DRAM."""
+        l_, n = self.l_, self.n
+        em, dim, td = self.em, self.dim, self.layout["D"]
+        tm, tl, tn = self.tiles["m"], self.tiles["l"], self.tiles["n"]
+        wb = (b,) if self.batched_weights else ()
+        self._init_tile(self.epis[1], "bias_E", self.e_acc, b, m0, mv, n_lo, n_hi - n_lo)
+        for l0 in range(0, l_, tl):
+            lv = min(tl, l_ - l0)
+            self._c_tile(b, m0, mv, l0, lv)
+            self._requantize_c(mv, lv)
+            for n0 in range(n_lo, n_hi, tn):
+                nv = min(tn, n_hi - n0)
+                if not self.d_resident:
+                    self._load(2, td, (*wb, l0, n0), self.d_sp, tl, lv, nv)
+                    self.d_resident = tl >= l_ and tn >= n
+                _tile_matmul(em.out, dim, self.c_sp, self.d_sp, tl,
+                             self.e_acc + (n0 - n_lo) // dim * tm, tm, mv, lv, nv,
+                             overwrite=l0 == 0 and not self.epis[1].init)
+        self._write_e(b, m0, mv, n_lo, n_hi)
+
+    def _c_tile(self, b: int, m0: int, mv: int, l0: int, lv: int) -> None:
+        """C's rows ``m0 .. m0 + mv`` and columns ``l0 .. l0 + lv`` in the accumulator: its
+        initial rows, then the products of the k tiles of A and B."""
+        k, l_, ta, tb = self.k, self.l_, self.layout["A"], self.layout["B"]
+        tm, tk, tl = self.tiles["m"], self.tiles["k"], self.tiles["l"]
+        wb = (b,) if self.batched_weights else ()
+        self._init_tile(self.epis[0], "bias_C", self.c_acc, b, m0, mv, l0, lv)
+        for k0 in range(0, k, tk):
+            kv = min(tk, k - k0)
+            if not self.a_resident:
+                self._load(0, ta, (b, m0, k0), self.a_sp, tm, mv, kv)
+                self.a_resident = tk >= k
+            if not self.b_resident:
+                self._load(1, tb, (*wb, k0, l0), self.b_sp, tk, kv, lv)
+                self.b_resident = tk >= k and tl >= l_
+            _tile_matmul(self.em.out, self.dim, self.a_sp, self.b_sp, tk, self.c_acc, tm, mv,
+                         kv, lv, overwrite=k0 == 0 and not self.epis[0].init)
+
+    def _requantize_c(self, mv: int, lv: int) -> None:
+        """C stays on chip: requantized (or softmaxed) into the scratchpad, never to DRAM."""
+        em, dim, tm, first = self.em, self.dim, self.tiles["m"], self.epis[0]
+        c_acc, c_sp, n = self.c_acc, self.c_sp, self.n
+        if first.softmax:
+            em.config_st(n, act=Activation.NONE, acc_scale=first.acc_scale)
+            em.config_softmax(*first.softmax)
+            _softmax_moves(em.out, dim, c_acc, c_sp, tm, mv, lv)
+            return
+        em.config_st(n, act=first.act, acc_scale=first.acc_scale)
+        for lb in range(-(-lv // dim)):
+            for r0 in range(0, mv, dim):
+                em.out.append(new_instruction(
+                    Funct.MVOUT_SPAD, acc_addr(c_acc + lb * tm + r0),
+                    operand(min(dim, mv - r0), min(dim, lv - lb * dim), c_sp + lb * tm + r0)))
+
+    def _write_e(self, b: int, m0: int, mv: int, n_lo: int, n_hi: int) -> None:
+        """E's tile to DRAM with the second GEMM's scale and activation."""
+        em, dim, tm, second = self.em, self.dim, self.tiles["m"], self.epis[1]
+        te = self.layout["E"]
+        em.config_st(self.n, act=second.act, acc_scale=second.acc_scale)
+        for nb in range(-(-(n_hi - n_lo) // dim)):
+            for r0 in range(0, mv, dim):
+                em.mvout(te.address(b, m0 + r0, n_lo + nb * dim),
+                         acc_addr(self.e_acc + nb * tm + r0), min(dim, mv - r0),
+                         min(dim, n_hi - n_lo - nb * dim), 1)
 
 
 __all__ = ["ORDERS", "TILE_DIMS", "LoweredChain", "chain_dims", "chain_epilogues",

@@ -212,7 +212,7 @@ class Nest:
 def kernel_columns_per_row(dim: Any, cs: Any, s_trip: Any, xp: Any = np) -> Any:
     """Kernel columns one weight block packs: ``sp_tiled_conv``'s ``max_pixels_per_row``,
     ``DIM / ichs`` capped at the kernel columns (gemmini.h ~1405-1414). Over numpy or jax
-    (`xp`): the lowering and the instruction-aware model (`baco.instructions`) share it."""
+    (`xp`): the lowering and the instruction-aware model (`perfmodels.aware`) share it."""
     return xp.maximum(1, xp.minimum(xp.floor(dim / xp.maximum(cs, 1)), s_trip))
 
 

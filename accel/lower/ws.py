@@ -37,18 +37,22 @@ one adder; `accel.sim.hazards`). Where the scratchpad has no room for that regio
 is mvin'd with the accumulate bit between two fences instead. Scaling, relu and int8 saturation
 happen on the final mvout (``config_st``). Without bias or residual, the first compute into each
 row overwrites instead of accumulating.
+
+The tile walk (`lower_ws`) decides when each tile moves; how (the load plans, an output tile's
+init and write-back moves) is `accel.lower.tile_moves`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from accel.isa import Activation, Funct, IsaParams
 from accel.lower.emit import GARBAGE, Emitter, acc_addr, new_instruction, operand
-from accel.lower.layout import DramLayout, input_hw
+from accel.lower.layout import DramLayout
 from accel.lower.nest import (
     ACC,
     DRAM,
@@ -56,26 +60,21 @@ from accel.lower.nest import (
     O_DIMS,
     PIXEL_DIMS,
     RED_DIMS,
-    REG,
     SP,
     W_DIMS,
     C,
     K,
-    N,
     Nest,
-    P,
-    Q,
-    R,
     S,
     TileLayout,
     enumerate_digits,
     index_matrix,
     input_layout,
     output_layout,
-    runs,
     weight_layout,
-    window_geometry,
 )
+from accel.lower.tile_moves import OutputMoves, TileLoads
+from accel.lower.tile_moves import OutputRuns, output_runs  # noqa: F401 - importable here
 from workloads.errors import ConfigError, InfeasibleError, ProgramTooLongError
 
 _NO_BASE, _A_BASE, _W_BASE, _C_BASE, _R_BASE = range(5)
@@ -369,49 +368,6 @@ def build_template(nest: Nest, valid: np.ndarray, il: TileLayout, wl: TileLayout
     return Template(ops, records, block_macs, array_rows)
 
 
-# --------------------------------------------------------------------------- output rows
-@dataclasses.dataclass
-class OutputRuns:
-    """Accumulator-tile rows grouped into moves of consecutive rows (one DRAM stride)."""
-
-    acc: list[int]
-    elem: list[int]  # output element offset of each move's first row, tile-relative
-    cols: list[int]
-    rows: list[int]
-    elem_stride: int  # output elements between consecutive rows of a move
-    # The bias moves: rows grouped by output channel (a bias row is one channel vector).
-    bias_acc: list[int]
-    bias_k: list[int]  # output channel of each bias move's first row, tile-relative
-    bias_cols: list[int]
-    bias_rows: list[int]
-    k_stride: int  # output channels between consecutive rows of a bias move
-
-
-def output_runs(nest: Nest, valid: np.ndarray, ol: TileLayout) -> OutputRuns:
-    lay = nest.layer
-    gk = lay.groups * lay.K
-    elem_per = {N: lay.P * lay.Q * gk, P: lay.Q * gk, Q: gk, K: 1}
-    loops = [lp for lp in nest.inner_loops if lp.dim in O_DIMS]
-    digits = enumerate_digits(loops)
-    index = digits @ index_matrix(loops)
-    acc = digits @ ol.coef_vector(loops)
-    elem = sum(index[:, d] * elem_per[d] for d in O_DIMS)
-    ok = np.all(index[:, list(O_DIMS)] < valid[list(O_DIMS)], axis=1)
-    cols = np.minimum(nest.ks, valid[K] - index[:, K])
-    if loops:
-        inner = loops[-1]
-        elem_stride = inner.coef * elem_per[inner.dim]
-        k_stride = inner.coef if inner.dim == K else 0
-    else:
-        elem_stride, k_stride = gk, 0
-    kind = ok.astype(np.int64)
-    sp, first, _, cols_r, rows = runs(acc, elem, kind, cols, elem_stride, nest.dim)
-    b_sp, b_k, _, b_cols, b_rows = runs(acc, index[:, K], kind, cols, k_stride, nest.dim)
-    return OutputRuns(sp.tolist(), first.tolist(), cols_r.tolist(), rows.tolist(),
-                      int(elem_stride), b_sp.tolist(), b_k.tolist(), b_cols.tolist(),
-                      b_rows.tolist(), int(k_stride))
-
-
 # --------------------------------------------------------------------------- the lowering
 @dataclasses.dataclass
 class StepRecord:
@@ -452,7 +408,7 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
              max_instructions: int | None = None) -> WSResult:
     """Emit the whole weight-stationary program of ``nest.layer`` (see the module docstring);
     `ProgramTooLongError` as soon as it would pass `max_instructions` (None: no cap)."""
-    lay, dim = nest.layer, nest.dim
+    lay = nest.layer
     steps = lay.groups * math.prod(lp.trip for lp in nest.loops[DRAM] + nest.loops[SP])
     if max_instructions is not None and steps > max_instructions:
         raise ProgramTooLongError(f"the program has {steps} tile steps, each at least one "
@@ -461,266 +417,123 @@ def lower_ws(nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
     alloc, il, wl, ol = allocate(nest, params, residual_in_sp=epi.bias and epi.residual)
     if nest.pixels_per_row > 1 and _straddles_half(alloc["input"], il.rows, params.sp_rows):
         return lower_ws(nest.unpacked(), params, layout, epi, max_instructions)
-    residual_d = any(r.name == "residual" for r in alloc.regions)
     em = Emitter(params, max_instructions)
-    act = epi.act
     # config_ex's activation is the execute path's (results into the scratchpad): relu only.
     em.config_ex(act=Activation.RELU if epi.relu else Activation.NONE)
     if epi.gelu is not None:
         em.config_norm(*epi.gelu)
-
-    gc, gk = lay.groups * lay.C, lay.groups * lay.K
-    x, w, out = layout["input"], layout["weight"], layout["output"]
-    bias = layout["bias"] if epi.bias else None
-    resid = layout["residual"] if epi.residual else None
-    part = layout.get("partial")
-    out_bytes = out.itemsize
-
-    outer = (nest.loops[DRAM], nest.loops[SP])
-    d3, d2 = enumerate_digits(outer[0]), enumerate_digits(outer[1])
-    off3 = d3 @ index_matrix(outer[0])
-    off2 = d2 @ index_matrix(outer[1])
-    a2 = (d2 @ il.coef_vector(outer[1])).tolist()
-    w2 = (d2 @ wl.coef_vector(outer[1])).tolist()
-    ext1, ext2, dims = nest.ext[ACC], nest.ext[SP], nest.dims
-    red_total = nest.red_steps()
-
-    templates: dict[tuple, Template] = {}
-    oruns: dict[tuple, OutputRuns] = {}
-    chunks = _StreamChunks(nest, il, ol)
-    steps: list[StepRecord] = []
-    counts = {"w": 0, "i": 0, "o": 0, "spill": 0}
-    slot = {"w": -1, "i": -1, "o": -1}
-    cur = {"w": None, "i": None, "o": None}
-    o_state: dict = {}
-    visits: dict[tuple, int] = {}
-
-    # Tile loads are planned once per tile shape (and, for inputs, per pattern of padding
-    # rows) relative to the tile's DRAM origin and slot, then replayed with those bases.
-    plans: dict[tuple, list] = {}
-
-    def replay_plan(ld_id: int, plan: list, dram_base: int, local_base: int) -> None:
-        zeros = layout["zeros"].offset_bytes
-        for d_, s_, n_, c_ in plan:
-            em.mvin(ld_id, zeros if d_ is None else dram_base + d_, local_base + s_, n_, c_, 1)
-
-    def weight_plan(v: np.ndarray) -> list:
-        key = ("w", *v.tolist())
-        if key in plans:
-            return plans[key]
-        r2, s2, c2 = ext2[R], ext2[S], ext2[C]
-        rr, ss, cc = np.meshgrid(np.arange(v[R]), np.arange(v[S]), np.arange(v[C]),
-                                 indexing="ij")
-        rr, ss, cc = rr.ravel(), ss.ravel(), cc.ravel()
-        sp = (rr * s2 + ss) * c2 + cc
-        dram = ((rr * lay.S + ss) * lay.C + cc) * lay.K
-        ones = np.ones_like(sp)
-        spr, dr, _, _, rows = runs(sp, dram, ones, ones, lay.K, dim)
-        kblocks = -(-int(v[K]) // nest.ks)
-        per_mvin = params.max_block_len if nest.ks == dim else 1
-        plan = []
-        for kb in range(0, kblocks, per_mvin):
-            cols = int(min(per_mvin * nest.ks, v[K] - kb * nest.ks))
-            shift = kb * (r2 * s2 * c2)
-            plan += [(d_ + kb * nest.ks, shift + s_, n_, cols)
-                     for s_, d_, n_ in zip(spr.tolist(), dr.tolist(), rows.tolist())]
-        plans[key] = plan
-        return plan
-
-    def load_weights(g: int, o3: np.ndarray, base: int) -> None:
-        v = np.clip(dims - o3, 0, ext2)
-        em.config_ld(1, lay.K, block_stride=int(wl.rows // (ext2[K] // nest.ks)))
-        origin = w.address(g, int(o3[R]), int(o3[S]), int(o3[C]), int(o3[K]))
-        replay_plan(1, weight_plan(v), origin, base)
-
-    h_in, w_in = input_hw(lay)
-    uh, uw = lay.upsample
-    hz_total, wz_total = (h_in - 1) * uh + 1, (w_in - 1) * uw + 1
-
-    def window_plan(v: np.ndarray, h0: int, w0: int) -> list:
-        geo = window_geometry(nest)
-        hneed = int((v[P] - 1) * lay.Hstride + (v[R] - 1) * lay.Hdilation + 1)
-        wneed = int((v[Q] - 1) * lay.Wstride + (v[S] - 1) * lay.Wdilation + 1)
-        clip = (min(hneed, max(0, -h0)), min(hneed, max(0, h0 + hneed - hz_total)),
-                min(wneed, max(0, -w0)), min(wneed, max(0, w0 + wneed - wz_total)))
-        key = ("i", *v.tolist(), h0 % uh, w0 % uw, *clip)
-        if key in plans:
-            return plans[key]
-        nn, hh, ww = np.meshgrid(np.arange(v[N]), np.arange(hneed), np.arange(wneed),
-                                 indexing="ij")
-        nn, hh, ww = nn.ravel(), hh.ravel(), ww.ravel()
-        sp = (nn * geo.span_h + hh) * geo.span_w + ww
-        hr, wr = h0 % uh + hh, w0 % uw + ww  # rows relative to the tile's origin pixel
-        real = ((hh >= clip[0]) & (hh < hneed - clip[1]) & (hr % uh == 0)
-                & (ww >= clip[2]) & (ww < wneed - clip[3]) & (wr % uw == 0))
-        kind = np.where(real, 1, 2)
-        dram = ((nn * h_in + hr // uh) * w_in + wr // uw) * gc
-        ones = np.ones_like(sp)
-        spr, dr, kd, _, rows = runs(sp, dram, kind, ones, gc, dim)
-        block_stride = geo.n * geo.span_h * geo.span_w
-        cblocks = -(-int(v[C]) // nest.cs)
-        per_mvin = params.max_block_len if nest.cs == dim else 1
-        plan = []
-        for cb in range(0, cblocks, per_mvin):
-            cols = int(min(per_mvin * nest.cs, v[C] - cb * nest.cs))
-            shift = cb * block_stride
-            plan += [(d_ + cb * nest.cs if k_ == 1 else None, shift + s_, n_, cols)
-                     for s_, d_, k_, n_ in zip(spr.tolist(), dr.tolist(), kd.tolist(),
-                                               rows.tolist())]
-        plans[key] = plan
-        return plan
-
-    blocked_loops = [lp for l in (SP, ACC, REG) for lp in nest.loops[l]
-                     if lp.dim in (N, P, Q, C)]
-    blocked_per = {N: h_in * w_in * gc, P: w_in * gc, Q: gc, C: 1}
-    blocked_stride = (blocked_loops[-1].coef * blocked_per[blocked_loops[-1].dim]
-                      if blocked_loops else gc)
-
-    def blocked_plan(v: np.ndarray) -> list:
-        key = ("b", *v.tolist())
-        if key in plans:
-            return plans[key]
-        digits = enumerate_digits(blocked_loops)
-        index = digits @ index_matrix(blocked_loops)
-        sp = digits @ il.coef_vector(blocked_loops)
-        ok = np.all(index[:, [N, P, Q, C]] < v[[N, P, Q, C]], axis=1)
-        cols = np.minimum(nest.cs, v[C] - index[:, C])
-        dram = sum(index[:, d] * blocked_per[d] for d in (N, P, Q, C))
-        spr, dr, _, cr, rows = runs(sp, dram, ok.astype(np.int64), cols, blocked_stride, dim)
-        plans[key] = list(zip(dr.tolist(), spr.tolist(), rows.tolist(), cr.tolist()))
-        return plans[key]
-
-    def load_inputs(g: int, o3: np.ndarray, base: int) -> None:
-        v = np.clip(dims - o3, 0, ext2)
-        if nest.window:
-            geo = window_geometry(nest)
-            h0 = int(o3[P] * lay.Hstride + o3[R] * lay.Hdilation - lay.pads[0])
-            w0 = int(o3[Q] * lay.Wstride + o3[S] * lay.Wdilation - lay.pads[1])
-            em.config_ld(0, gc, block_stride=geo.n * geo.span_h * geo.span_w,
-                         pixel_repeats=nest.pixels_per_row)
-            origin = x.offset_bytes + ((int(o3[N]) * h_in + h0 // uh) * w_in + w0 // uw) * gc \
-                + g * lay.C + int(o3[C])
-            replay_plan(0, window_plan(v, h0, w0), origin, base)
-            return
-        em.config_ld(0, int(blocked_stride))
-        origin = x.address(int(o3[N]), int(o3[P]), int(o3[Q]), g * lay.C + int(o3[C]))
-        replay_plan(0, blocked_plan(v), origin, base)
-
-    def o_runs(valid: np.ndarray) -> OutputRuns:
-        key = tuple(valid.tolist())
-        if key not in oruns:
-            oruns[key] = output_runs(nest, valid, ol)
-        return oruns[key]
-
-    def out_elem(g: int, origin: np.ndarray) -> int:
-        return int(((origin[N] * lay.P + origin[P]) * lay.Q + origin[Q]) * gk
-                   + g * lay.K + origin[K])
-
-    def init_tile(g: int, origin: np.ndarray, valid: np.ndarray, base: int,
-                  fresh: bool) -> None:
-        rr = o_runs(valid)
-        e0 = out_elem(g, origin)
-        if not fresh:
-            # The load and store queues do not order DRAM accesses: wait for the spill.
-            em.fence()
-            em.config_ld(2, rr.elem_stride * 4)
-            for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
-                em.mvin(2, part.offset_bytes + (e0 + e_) * 4, acc_addr(base + a_), n_, c_, 4)
-            return
-        if epi.bias:
-            em.config_ld(2, rr.k_stride * 4)
-            k0 = g * lay.K + int(origin[K])
-            for a_, k_, c_, n_ in zip(rr.bias_acc, rr.bias_k, rr.bias_cols, rr.bias_rows):
-                em.mvin(2, bias.offset_bytes + (k0 + k_) * 4, acc_addr(base + a_), n_, c_, 4)
-        if residual_d:
-            em.config_ld(2, rr.elem_stride)
-            r_base = alloc["residual"].slot_row(slot["o"])
-            for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
-                em.mvin(2, resid.offset_bytes + (e0 + e_), r_base + a_, n_, c_, 1)
-        elif epi.residual:
-            # Accumulating (after the bias): fenced off from every compute on either side.
-            if epi.bias:
-                em.fence()
-            em.config_ld(2, rr.elem_stride, shrunk=True)
-            for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
-                em.mvin(2, resid.offset_bytes + (e0 + e_),
-                        acc_addr(base + a_, accumulate=epi.bias), n_, c_, 1)
-            if epi.bias:
-                em.fence()
-
-    def write_tile(g: int, origin: np.ndarray, valid: np.ndarray, base: int,
-                   final: bool) -> None:
-        rr = o_runs(valid)
-        e0 = out_elem(g, origin)
-        if final:
-            em.config_st(rr.elem_stride * out_bytes, act=act, acc_scale=epi.acc_scale)
-            for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
-                em.mvout(out.offset_bytes + (e0 + e_) * out_bytes,
-                         acc_addr(base + a_, full=epi.full_output), n_, c_, out_bytes)
-        else:
-            counts["spill"] += 1
-            em.config_st(rr.elem_stride * 4, act=act, acc_scale=epi.acc_scale)
-            for a_, e_, c_, n_ in zip(rr.acc, rr.elem, rr.cols, rr.rows):
-                em.mvout(part.offset_bytes + (e0 + e_) * 4, acc_addr(base + a_, full=True),
-                         n_, c_, 4)
-
-    def leave_output() -> None:
-        if cur["o"] is None:
-            return
-        g, origin, valid, base = o_state["tile"]
-        write_tile(g, origin, valid, base, final=visits[cur["o"]] == red_total)
-        cur["o"] = None
-
-    wreg, ireg, oreg = alloc["weight"], alloc["input"], alloc["output"]
-    for g in range(lay.groups):
-        for i3 in range(len(d3)):
-            o3 = off3[i3]
-            wkey = (g, *o3[list(W_DIMS)].tolist())
-            ikey = (g, *o3[list(I_DIMS)].tolist())
-            for i2 in range(len(d2)):
-                origin = o3 + off2[i2]
-                valid = np.clip(dims - origin, 0, ext1)
-                if np.any(valid[list(O_DIMS)] == 0):
-                    continue
-                if cur["w"] != wkey:
-                    slot["w"] = (slot["w"] + 1) % wreg.slots
-                    load_weights(g, o3, wreg.slot_row(slot["w"]))
-                    cur["w"] = wkey
-                    counts["w"] += 1
-                if cur["i"] != ikey:
-                    slot["i"] = (slot["i"] + 1) % ireg.slots
-                    load_inputs(g, o3, ireg.slot_row(slot["i"]))
-                    cur["i"] = ikey
-                    counts["i"] += 1
-                okey = (g, *origin[list(O_DIMS)].tolist())
-                if cur["o"] != okey:
-                    leave_output()
-                    slot["o"] = (slot["o"] + 1) % oreg.slots
-                    base = oreg.slot_row(slot["o"])
-                    fresh = visits.get(okey, 0) == 0
-                    init_tile(g, origin, valid, base, fresh)
-                    o_state["tile"] = (g, origin, valid, base)
-                    o_state["first"] = fresh
-                    cur["o"] = okey
-                    counts["o"] += 1
-                else:
-                    o_state["first"] = False
-                visits[okey] = visits.get(okey, 0) + 1
-                tkey = tuple(valid.tolist())
-                tmpl = templates.get(tkey)
-                if tmpl is None:
-                    tmpl = templates[tkey] = build_template(
-                        nest, valid, il, wl, ol, chunks, overwrite_first=not epi.init,
-                        residual_d=residual_d)
-                bases = (0, ireg.slot_row(slot["i"]) + a2[i2], wreg.slot_row(slot["w"]) + w2[i2],
-                         o_state["tile"][3],
-                         alloc["residual"].slot_row(slot["o"]) if residual_d else 0)
-                _replay(em, tmpl, bases, o_state["first"])
-                em.check_length()
-                steps.append(StepRecord(g, origin, tmpl))
-    leave_output()
+    walk = _TileWalk(nest, params, layout, epi, alloc, (il, wl, ol), em)
+    walk.run()
     em.fence()
-    return WSResult(em, alloc, steps, counts["w"], counts["i"], counts["o"], counts["spill"])
+    counts = walk.counts
+    return WSResult(em, alloc, walk.steps, counts["w"], counts["i"], counts["o"],
+                    walk.outputs.spills)
+
+
+class _TileWalk:
+    """The tile walk of `lower_ws`: groups, then the DRAM and scratchpad loops' iterations, each
+    an accumulator tile step. A step loads the weight and input tiles that changed into their
+    next slots (`TileLoads`), moves to its output tile (writing back the one it leaves and
+    initializing the new one: `OutputMoves`), and replays the tile shape's `Template`."""
+
+    def __init__(self, nest: Nest, params: IsaParams, layout: DramLayout, epi: Epilogue,
+                 alloc: Allocation, layouts: tuple[TileLayout, TileLayout, TileLayout],
+                 em: Emitter) -> None:
+        il, wl, ol = layouts
+        self.nest, self.epi, self.alloc, self.layouts, self.em = nest, epi, alloc, layouts, em
+        self.residual_d = any(r.name == "residual" for r in alloc.regions)
+        self.loads = TileLoads(nest, params, layout, il, wl, em)
+        self.outputs = OutputMoves(nest, layout, epi, ol, em,
+                                   alloc["residual"] if self.residual_d else None)
+        self.regions = {"w": alloc["weight"], "i": alloc["input"], "o": alloc["output"]}
+        self.chunks = _StreamChunks(nest, il, ol)
+        self.red_total = nest.red_steps()
+        self.templates: dict[tuple, Template] = {}
+        self.steps: list[StepRecord] = []
+        self.counts = {"w": 0, "i": 0, "o": 0}
+        self.slot = {"w": -1, "i": -1, "o": -1}
+        self.cur: dict[str, tuple | None] = {"w": None, "i": None, "o": None}
+        self.visits: dict[tuple, int] = {}
+        self.tile: tuple | None = None  # the resident output tile: (g, origin, valid, base)
+        self.first = False  # whether this step is the first of the tile's first visit
+
+    def run(self) -> None:
+        """Every step of the program, then the last output tile's write-back."""
+        nest, lay = self.nest, self.nest.layer
+        il, wl, _ = self.layouts
+        outer = (nest.loops[DRAM], nest.loops[SP])
+        d3, d2 = enumerate_digits(outer[0]), enumerate_digits(outer[1])
+        off3 = d3 @ index_matrix(outer[0])
+        off2 = d2 @ index_matrix(outer[1])
+        a2 = (d2 @ il.coef_vector(outer[1])).tolist()
+        w2 = (d2 @ wl.coef_vector(outer[1])).tolist()
+        ext1, dims = nest.ext[ACC], nest.dims
+        for g in range(lay.groups):
+            for i3 in range(len(d3)):
+                o3 = off3[i3]
+                wkey = (g, *o3[list(W_DIMS)].tolist())
+                ikey = (g, *o3[list(I_DIMS)].tolist())
+                for i2 in range(len(d2)):
+                    origin = o3 + off2[i2]
+                    valid = np.clip(dims - origin, 0, ext1)
+                    if np.any(valid[list(O_DIMS)] == 0):
+                        continue
+                    self._load("w", wkey, self.loads.load_weights, g, o3)
+                    self._load("i", ikey, self.loads.load_inputs, g, o3)
+                    self._visit_output(g, origin, valid)
+                    self._compute(g, origin, valid, a2[i2], w2[i2])
+        self._leave_output()
+
+    def _load(self, kind: str, key: tuple, load: Callable[[int, np.ndarray, int], None],
+              g: int, o3: np.ndarray) -> None:
+        """Load the ``kind`` tile (``"w"`` or ``"i"``) into its next slot if it changed."""
+        if self.cur[kind] == key:
+            return
+        self.slot[kind] = (self.slot[kind] + 1) % self.regions[kind].slots
+        load(g, o3, self.regions[kind].slot_row(self.slot[kind]))
+        self.cur[kind] = key
+        self.counts[kind] += 1
+
+    def _visit_output(self, g: int, origin: np.ndarray, valid: np.ndarray) -> None:
+        """Make the output tile at ``origin`` resident, leaving the previous one."""
+        okey = (g, *origin[list(O_DIMS)].tolist())
+        if self.cur["o"] != okey:
+            self._leave_output()
+            self.slot["o"] = (self.slot["o"] + 1) % self.regions["o"].slots
+            base = self.regions["o"].slot_row(self.slot["o"])
+            fresh = self.visits.get(okey, 0) == 0
+            self.outputs.init(g, origin, valid, base, fresh, self.slot["o"])
+            self.tile = (g, origin, valid, base)
+            self.first = fresh
+            self.cur["o"] = okey
+            self.counts["o"] += 1
+        else:
+            self.first = False
+        self.visits[okey] = self.visits.get(okey, 0) + 1
+
+    def _leave_output(self) -> None:
+        if self.cur["o"] is None:
+            return
+        g, origin, valid, base = self.tile
+        self.outputs.write(g, origin, valid, base,
+                           final=self.visits[self.cur["o"]] == self.red_total)
+        self.cur["o"] = None
+
+    def _compute(self, g: int, origin: np.ndarray, valid: np.ndarray, a_off: int,
+                 w_off: int) -> None:
+        """The step's computes: its tile shape's template at the slots' bases."""
+        tkey = tuple(valid.tolist())
+        tmpl = self.templates.get(tkey)
+        if tmpl is None:
+            tmpl = self.templates[tkey] = build_template(
+                self.nest, valid, *self.layouts, self.chunks, overwrite_first=not self.epi.init,
+                residual_d=self.residual_d)
+        bases = (0, self.regions["i"].slot_row(self.slot["i"]) + a_off,
+                 self.regions["w"].slot_row(self.slot["w"]) + w_off, self.tile[3],
+                 self.alloc["residual"].slot_row(self.slot["o"]) if self.residual_d else 0)
+        _replay(self.em, tmpl, bases, self.first)
+        self.em.check_length()
+        self.steps.append(StepRecord(g, origin, tmpl))
 
 
 def _straddles_half(region: BufferRegion, tile_rows: int, sp_rows: int) -> bool:

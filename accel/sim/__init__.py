@@ -3,7 +3,7 @@
 `run` executes a `Trace` on a DRAM image (`DramImage`, or a byte array) with Gemmini's
 semantics and returns the final DRAM and the cycles of the timing model (`TimingTable`, one
 table of constants); `run_batch` vmaps several traces. Modules: `decode` (trace -> arrays,
-checks), `functional` and `timing` (the scan step), `engine` (compilation and runs), `cisc`
+checks; its stages in `decode_config`, `decode_moves`, `decode_execute`), `functional` and `timing` (the scan step), `engine` (compilation and runs), `cisc`
 (``loop_ws`` expansion), `pe_array` (the cycle-level array that checks the fast path),
 `programs` and `reference` (hand-written traces and numpy answers), `rtl` (validation against
 Gemmini RTL measurements), `hazards` (the orderings the chip enforces, and a trace's races:

@@ -3,7 +3,9 @@
 One branch-free `step` per instruction: every path is computed and masked by the instruction's
 kind, so the scan body is a single straight-line program that XLA compiles once. Memories carry
 one extra "sink" row (DRAM: byte) that masked gathers read and masked scatters write, so no
-index is ever clamped onto real data.
+index is ever clamped onto real data. `step` runs its parts in order, one function each: the
+indices, the reads of the old memories, the array's product, the local writes, the reads of the
+new memories and mvout's DRAM writes (plain Python calls, inlined when traced).
 
 Semantics (``ExecuteController.scala``, ``AccumulatorScale.scala``, ``Configs.scala``):
 
@@ -60,6 +62,8 @@ bits, which a 16x16 array of int8 products never overflows).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import jax.numpy as jnp
 from jax import lax
@@ -206,20 +210,127 @@ def step(s, ints, floats, k, st: FuncStatic):
     force a copy of the whole memory on every step. One instruction is only one kind, so reading
     the new version is the same as reading the old one for those reads.
     """
-    d = st.dim
-    nb = st.max_blocks
-    rb = st.row_bytes
 
     def g(name):
         return ints[COL[name]]
 
     op = g("op")
-    r = jnp.arange(d, dtype=jnp.int32)
-    cvec = jnp.arange(d, dtype=jnp.int32)
-    blk = jnp.arange(nb, dtype=jnp.int32)
-    sp_sink, acc_sink = st.sp_rows, st.acc_rows
-    errors = []  # (bad, code)
+    x = _Ctx(st, g, jnp.arange(st.dim, dtype=jnp.int32), jnp.arange(st.dim, dtype=jnp.int32),
+             jnp.arange(st.max_blocks, dtype=jnp.int32))
+    kind = _kind(s, x, op, floats)
+    # ---- indices -------------------------------------------------------------------------------
+    mv = _move_indices(x, kind)
+    a_ix = _operand_index(x, "a", kind.is_comp, g("a_stride"))
+    bd_ix = _operand_index(x, "bd", kind.is_pre | kind.is_comp, 1)
+    wr = _write_indices(x, kind, mv)
+    # ---- reads of the old memories that feed this step's writes, the array, the writes ---------
+    rd = _old_reads(s, x, kind, mv, a_ix, bd_ix, wr)
+    preloaded, weights, result, os_acc, os_base, c_base = _array(s, x, kind, rd)
+    acc, acc_ok, sp, sp_ok, write_errors = _local_writes(s, x, kind, mv, wr, rd, result, c_base)
+    # ---- reads of the new local memories (this instruction did not write what they read) ------
+    a_vals, s_vals, read_errors = _new_reads(x, kind, mv, a_ix, bd_ix, acc, acc_ok, sp, sp_ok)
+    dram, dram_ok, dram_errors = _mvout_dram(s, x, kind, mv, a_vals, s_vals)
+    norm = _normalizer(s, g, acc, kind.scale, st) if st.normalizer else {}
+    err_index, err_code = _first_error(s, k, write_errors + read_errors + dram_errors)
+    return s.set(sp=sp, sp_ok=sp_ok, acc=acc, acc_ok=acc_ok, dram=dram, dram_ok=dram_ok,
+                 preloaded=preloaded, weights=weights, os_acc=os_acc, os_base=os_base,
+                 error_index=err_index, error_code=err_code, **norm)
 
+
+@dataclasses.dataclass(frozen=True)
+class _Ctx:
+    """What every part of a step reads: the static shapes, the instruction's int fields (``g``)
+    and the index vectors over the array's rows ``r`` and columns ``c`` and a move's blocks."""
+
+    st: FuncStatic
+    g: Callable[[str], Any]
+    r: Any
+    c: Any
+    blk: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """The instruction's kind and the configuration it carries (``gelu``, ``softmax``: the
+    read path's arguments of `scale_to_int8`; ``stats``: a statistics pass)."""
+
+    op: Any
+    is_mvin: Any
+    is_mvout: Any
+    is_pre: Any
+    is_cp: Any
+    is_ca: Any
+    is_comp: Any
+    scale: Any
+    is_acc: Any
+    ex_scale: Any
+    ex_relu: Any
+    gelu: tuple
+    stats: Any
+    softmax: tuple | None
+    ws: Any
+    a_t: Any
+    b_t: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Moves:
+    """A move's DRAM bytes and local elements: ``didx`` ``[DIM, row_bytes]`` the DRAM byte of
+    each row's byte, ``byte_mask`` those it moves, ``didx_in`` an mvin's (the sink elsewhere);
+    ``row_live`` ``[blocks, DIM]`` the rows of each block it moves, ``elem_mask`` ``[blocks,
+    DIM, DIM]`` the elements."""
+
+    rows: Any
+    cols: Any
+    elem: Any
+    byte_mask: Any
+    didx: Any
+    in_bytes: Any
+    didx_in: Any
+    row_live: Any
+    elem_mask: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Writes:
+    """Where a step scatters into the local memories: accumulator rows ``acc_idx`` (the sink
+    where none) and elements ``acc_mask`` (``[blocks * DIM, DIM]``: an mvin's blocks, or C's
+    rows widened), scratchpad rows ``sp_idx`` and elements ``sp_mask``; what feeds them
+    (``to_acc_in`` / ``to_sp_in``: an mvin; ``repeated``: an mvin with pixel repeats, written by
+    `_repeat_rows`; ``is_msp``, ``msp_read``: an mvout_spad and the accumulator elements it
+    reads, None unless compiled in) and whether C accumulates (``c_add``)."""
+
+    c_add: Any
+    to_acc_in: Any
+    acc_mask: Any
+    acc_idx: Any
+    to_sp_in: Any
+    repeated: Any
+    sp_mask: Any
+    sp_idx: Any
+    is_msp: Any
+    msp_read: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reads:
+    """The old memories' values a step's writes use: the mvin's DRAM rows as int8 (``v8``,
+    ``[DIM, row_bytes]``) and int32 (``v32``) values, the array's operands A and B/D, and the
+    old values and validity of the rows the step writes."""
+
+    v8: Any
+    v32: Any
+    a_mat: Any
+    bd_mat: Any
+    old_acc: Any
+    old_acc_ok: Any
+    old_sp: Any
+    old_sp_ok: Any
+
+
+def _kind(s, x: _Ctx, op, floats) -> _Kind:
+    """The instruction's kind (``op``) and the configuration its row carries."""
+    g, st = x.g, x.st
     is_mvin = op == Op.MVIN
     is_mvout = op == Op.MVOUT
     is_pre = op == Op.PRELOAD
@@ -241,134 +352,191 @@ def step(s, ints, floats, k, st: FuncStatic):
     ws = g("dataflow") == 1
     a_t = g("a_transpose") == 1
     b_t = g("b_transpose") == 1
+    return _Kind(op=op, is_mvin=is_mvin, is_mvout=is_mvout, is_pre=is_pre, is_cp=is_cp,
+                 is_ca=is_ca, is_comp=is_comp, scale=scale, is_acc=is_acc, ex_scale=ex_scale,
+                 ex_relu=ex_relu, gelu=gelu, stats=stats, softmax=softmax, ws=ws, a_t=a_t,
+                 b_t=b_t)
 
-    def blocks_of(values):  # [d, cols] -> [nb, d, d]: DIM-wide column blocks, zero-padded
-        have = min(values.shape[1] // d, nb)
-        out = values[:, :have * d].reshape(d, have, d).transpose(1, 0, 2)
-        if have < nb:
-            out = jnp.concatenate([out, jnp.zeros((nb - have, d, d), out.dtype)], axis=0)
-        return out
 
-    # ---- indices -------------------------------------------------------------------------------
+def _blocks_of(values, st: FuncStatic):
+    """``[d, cols] -> [nb, d, d]``: DIM-wide column blocks, zero-padded."""
+    d, nb = st.dim, st.max_blocks
+    have = min(values.shape[1] // d, nb)
+    out = values[:, :have * d].reshape(d, have, d).transpose(1, 0, 2)
+    if have < nb:
+        out = jnp.concatenate([out, jnp.zeros((nb - have, d, d), out.dtype)], axis=0)
+    return out
+
+
+def _widen(vals, fill, st: FuncStatic):
+    """C rows ``[d, ...] -> [nb*d, ...]``, to share the mvin blocks' shape."""
+    pad_rows = st.max_blocks * st.dim - st.dim
+    if pad_rows == 0:
+        return vals
+    return jnp.concatenate([vals, jnp.full((pad_rows,) + vals.shape[1:], fill, vals.dtype)])
+
+
+def _move_indices(x: _Ctx, kind: _Kind) -> _Moves:
+    """The DRAM bytes and local elements an mvin / mvout moves."""
+    g, r, st = x.g, x.r, x.st
     rows, cols, elem = g("rows"), g("cols"), g("elem_bytes")
     row_bytes = cols * elem
-    j = jnp.arange(rb, dtype=jnp.int32)
+    j = jnp.arange(st.row_bytes, dtype=jnp.int32)
     byte_mask = (r < rows)[:, None] & (j < row_bytes)[None, :]
     didx = g("dram") + r[:, None] * g("dram_stride") + j[None, :]
-    in_bytes = byte_mask & is_mvin
+    in_bytes = byte_mask & kind.is_mvin
     didx_in = jnp.where(in_bytes, didx, st.dram_sink)
     # Block b of a move covers local rows row + b * stride + r and columns b * DIM + c.
-    row_live = (blk[:, None] < g("nblocks")) & (r[None, :] < rows)  # [nb, d]
-    elem_mask = row_live[:, :, None] & ((blk[:, None] * d + cvec[None, :]) < cols)[:, None, :]
+    row_live = (x.blk[:, None] < g("nblocks")) & (r[None, :] < rows)  # [nb, d]
+    elem_mask = (row_live[:, :, None]
+                 & ((x.blk[:, None] * st.dim + x.c[None, :]) < cols)[:, None, :])
+    return _Moves(rows=rows, cols=cols, elem=elem, byte_mask=byte_mask, didx=didx,
+                  in_bytes=in_bytes, didx_in=didx_in, row_live=row_live, elem_mask=elem_mask)
 
-    def operand_index(prefix, live, stride):
-        mask = ((r < g(f"{prefix}_rows"))[:, None] & (cvec < g(f"{prefix}_cols"))[None, :]
-                & live & (g(f"{prefix}_garbage") == 0))
-        rows_idx = g(prefix) + r * stride
-        from_acc = g(f"{prefix}_acc") == 1
-        any_row = mask.any(axis=1)
-        return (mask, from_acc, jnp.where(any_row & ~from_acc, rows_idx, sp_sink),
-                jnp.where(any_row & from_acc, rows_idx, acc_sink))
 
-    a_ix = operand_index("a", is_comp, g("a_stride"))
-    bd_ix = operand_index("bd", is_pre | is_comp, 1)
+def _operand_index(x: _Ctx, prefix, live, stride):
+    """An array operand's ``(mask, from_acc, sp rows, acc rows)``: the elements it reads, and
+    its rows in each memory (the sink in the one it does not read)."""
+    g, r = x.g, x.r
+    mask = ((r < g(f"{prefix}_rows"))[:, None] & (x.c < g(f"{prefix}_cols"))[None, :]
+            & live & (g(f"{prefix}_garbage") == 0))
+    rows_idx = g(prefix) + r * stride
+    from_acc = g(f"{prefix}_acc") == 1
+    any_row = mask.any(axis=1)
+    return (mask, from_acc, jnp.where(any_row & ~from_acc, rows_idx, x.st.sp_rows),
+            jnp.where(any_row & from_acc, rows_idx, x.st.acc_rows))
 
+
+def _write_indices(x: _Ctx, kind: _Kind, mv: _Moves) -> _Writes:
+    """The rows and elements the step writes in each local memory (C's rows are widened to
+    an mvin's ``blocks * DIM``, so one scatter serves both)."""
+    g, r, c, st = x.g, x.r, x.c, x.st
+    d, nb = st.dim, st.max_blocks
     c_rows_idx = g("c") + r * g("c_stride")
-    c_live = is_comp & (g("c_garbage") == 0)
-    c_mask = (r < g("c_rows"))[:, None] & (cvec < g("c_cols"))[None, :] & c_live
+    c_live = kind.is_comp & (g("c_garbage") == 0)
+    c_mask = (r < g("c_rows"))[:, None] & (c < g("c_cols"))[None, :] & c_live
     c_acc = g("c_acc") == 1
     c_add = g("c_accumulate") == 1
-    pad_rows = nb * d - d
-
-    def widen(vals, fill):  # C rows [d, ...] -> [nb*d, ...] to share the mvin blocks' shape
-        if pad_rows == 0:
-            return vals
-        return jnp.concatenate([vals, jnp.full((pad_rows,) + vals.shape[1:], fill, vals.dtype)])
-
-    in_rows = (g("local") + blk[:, None] * g("block_stride") + r[None, :]).reshape(-1)
-    in_mask = elem_mask.reshape(nb * d, d)
-    c_idx_w, c_mask_w = widen(c_rows_idx, -1), widen(c_mask, False)
-    to_acc_in = is_mvin & is_acc
+    in_rows = (g("local") + x.blk[:, None] * g("block_stride") + r[None, :]).reshape(-1)
+    in_mask = mv.elem_mask.reshape(nb * d, d)
+    c_idx_w, c_mask_w = _widen(c_rows_idx, -1, st), _widen(c_mask, False, st)
+    to_acc_in = kind.is_mvin & kind.is_acc
     acc_mask = jnp.where(to_acc_in, in_mask, c_mask_w & c_acc)
-    acc_idx = jnp.where(acc_mask.any(axis=1), jnp.where(to_acc_in, in_rows, c_idx_w), acc_sink)
-    to_sp_in = is_mvin & ~is_acc
+    acc_idx = jnp.where(acc_mask.any(axis=1), jnp.where(to_acc_in, in_rows, c_idx_w),
+                        st.acc_rows)
+    to_sp_in = kind.is_mvin & ~kind.is_acc
     repeated = to_sp_in & (g("repeats") > 1) if st.pixel_repeats else jnp.bool_(False)
     sp_mask = jnp.where(to_sp_in, in_mask & ~repeated, c_mask_w & ~c_acc)
+    is_msp = msp_read = None
     if st.moves_to_spad:
-        is_msp = op == Op.MVOUT_SPAD
-        msp_read = (r < rows)[:, None] & (cvec < cols)[None, :] & is_msp
-        msp_mask = msp_read & ~stats  # a statistics pass writes no row
-        sp_mask = jnp.where(is_msp, widen(msp_mask, False), sp_mask)
-        sp_rows_w = jnp.where(is_msp, widen(g("dst") + r, -1), c_idx_w)
+        is_msp = kind.op == Op.MVOUT_SPAD
+        msp_read = (r < mv.rows)[:, None] & (c < mv.cols)[None, :] & is_msp
+        msp_mask = msp_read & ~kind.stats  # a statistics pass writes no row
+        sp_mask = jnp.where(is_msp, _widen(msp_mask, False, st), sp_mask)
+        sp_rows_w = jnp.where(is_msp, _widen(g("dst") + r, -1, st), c_idx_w)
     else:
         sp_rows_w = c_idx_w
-    sp_idx = jnp.where(sp_mask.any(axis=1), jnp.where(to_sp_in, in_rows, sp_rows_w), sp_sink)
+    sp_idx = jnp.where(sp_mask.any(axis=1), jnp.where(to_sp_in, in_rows, sp_rows_w), st.sp_rows)
+    return _Writes(c_add=c_add, to_acc_in=to_acc_in, acc_mask=acc_mask, acc_idx=acc_idx,
+                   to_sp_in=to_sp_in, repeated=repeated, sp_mask=sp_mask, sp_idx=sp_idx,
+                   is_msp=is_msp, msp_read=msp_read)
 
-    # ---- reads of the old memories that feed this step's writes --------------------------------
-    raw = s.dram[didx_in]  # uint8 [d, rb]
+
+def _old_reads(s, x: _Ctx, kind: _Kind, mv: _Moves, a_ix, bd_ix, wr: _Writes) -> _Reads:
+    """The reads of the old memories that feed this step's writes (`step`)."""
+    d, rb = x.st.dim, x.st.row_bytes
+    raw = s.dram[mv.didx_in]  # uint8 [d, rb]
     v8 = lax.bitcast_convert_type(raw, jnp.int8).astype(jnp.int32)
     v32 = lax.bitcast_convert_type(raw.reshape(d, rb // 4, 4), jnp.int32)
 
     def operand_values(ix):
         mask, from_acc, sp_i, acc_i = ix
         vals = s.sp[sp_i].astype(jnp.int32)
-        if st.reads_acc:
-            vals = jnp.where(from_acc, scale_to_int8(s.acc[acc_i], ex_scale, ex_relu), vals)
+        if x.st.reads_acc:
+            vals = jnp.where(from_acc, scale_to_int8(s.acc[acc_i], kind.ex_scale, kind.ex_relu),
+                             vals)
         return jnp.where(mask, vals, 0)
 
     a_mat = operand_values(a_ix)
     bd_mat = operand_values(bd_ix)
-    old_acc, old_acc_ok = s.acc[acc_idx], s.acc_ok[acc_idx]
-    old_sp, old_sp_ok = s.sp[sp_idx], s.sp_ok[sp_idx]
+    old_acc, old_acc_ok = s.acc[wr.acc_idx], s.acc_ok[wr.acc_idx]
+    old_sp, old_sp_ok = s.sp[wr.sp_idx], s.sp_ok[wr.sp_idx]
+    return _Reads(v8=v8, v32=v32, a_mat=a_mat, bd_mat=bd_mat, old_acc=old_acc,
+                  old_acc_ok=old_acc_ok, old_sp=old_sp, old_sp_ok=old_sp_ok)
 
-    # ---- the array -----------------------------------------------------------------------------
-    a_eff = jnp.where(a_t, a_mat.T, a_mat)
-    loaded = jnp.where(ws & b_t, bd_mat.T, bd_mat)
-    preloaded = jnp.where(is_pre, loaded, s.preloaded)
-    weights = jnp.where(is_cp & ws, preloaded, s.weights)
-    dot = lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.int32)
+
+def _array(s, x: _Ctx, kind: _Kind, rd: _Reads):
+    """The array's product: ``(preloaded, weights, result, os_acc, os_base, c_base)``, the new
+    shadow and current weights, C's values, the OS accumulators and the accumulator rows C
+    adds to."""
+    d = x.st.dim
+    a_mat, bd_mat, old_acc = rd.a_mat, rd.bd_mat, rd.old_acc
+    a_eff = jnp.where(kind.a_t, a_mat.T, a_mat)
+    loaded = jnp.where(kind.ws & kind.b_t, bd_mat.T, bd_mat)
+    preloaded = jnp.where(kind.is_pre, loaded, s.preloaded)
+    weights = jnp.where(kind.is_cp & kind.ws, preloaded, s.weights)
+    dot = lambda p, q: jnp.dot(p, q, preferred_element_type=jnp.int32)
     result = dot(a_eff, weights) + bd_mat
     os_acc, os_base = s.os_acc, s.os_base
     c_base = old_acc[:d]
-    if st.uses_os:
-        b_os = jnp.where(b_t, bd_mat.T, bd_mat)
+    if x.st.uses_os:
+        ws, is_cp, is_ca = kind.ws, kind.is_cp, kind.is_ca
+        b_os = jnp.where(kind.b_t, bd_mat.T, bd_mat)
         prod = dot(a_eff, b_os)
         os_acc = jnp.where(is_cp & ~ws, preloaded + prod,
                            jnp.where(is_ca & ~ws, s.os_acc + prod, s.os_acc))
         os_base = jnp.where(is_cp & ~ws, old_acc[:d], s.os_base)
-        result = jnp.where(ws, result, rounding_shift(os_acc, g("sys_shift")))
+        result = jnp.where(ws, result, rounding_shift(os_acc, x.g("sys_shift")))
         c_base = jnp.where(ws, old_acc[:d], os_base)
+    return preloaded, weights, result, os_acc, os_base, c_base
 
-    # ---- local writes --------------------------------------------------------------------------
-    in_vals = jnp.where(elem == 4, blocks_of(v32), blocks_of(v8)).reshape(nb * d, d)
-    c_vals_w = widen(result, 0)
-    c_base_w = jnp.concatenate([c_base, old_acc[d:]]) if pad_rows else c_base
-    add = jnp.where(to_acc_in, g("accumulate") == 1, c_add)
+
+def _local_writes(s, x: _Ctx, kind: _Kind, mv: _Moves, wr: _Writes, rd: _Reads, result,
+                  c_base):
+    """The accumulator and scratchpad after the step's one scatter into each (an mvin's rows,
+    C, mvout_spad's rows, pixel repeats): ``(acc, acc_ok, sp, sp_ok, errors)``."""
+    g, r, st = x.g, x.r, x.st
+    d, nb = st.dim, st.max_blocks
+    errors = []  # (bad, code)
+    in_vals = jnp.where(mv.elem == 4, _blocks_of(rd.v32, st),
+                        _blocks_of(rd.v8, st)).reshape(nb * d, d)
+    c_vals_w = _widen(result, 0, st)
+    c_base_w = jnp.concatenate([c_base, rd.old_acc[d:]]) if nb * d - d else c_base
+    to_acc_in, acc_mask = wr.to_acc_in, wr.acc_mask
+    old_acc, old_acc_ok = rd.old_acc, rd.old_acc_ok
+    add = jnp.where(to_acc_in, g("accumulate") == 1, wr.c_add)
     base = jnp.where(to_acc_in, old_acc, c_base_w)
     new_vals = jnp.where(to_acc_in, in_vals, c_vals_w)
     new_acc = jnp.where(add, base + new_vals, new_vals)
     bad_add = jnp.any(acc_mask & add & ~old_acc_ok)
     errors.append((bad_add & to_acc_in, 2))
     errors.append((bad_add & ~to_acc_in, 6))
-    acc = s.acc.at[acc_idx].set(jnp.where(acc_mask, new_acc, old_acc))
-    acc_ok = s.acc_ok.at[acc_idx].set(old_acc_ok | acc_mask)
+    acc = s.acc.at[wr.acc_idx].set(jnp.where(acc_mask, new_acc, old_acc))
+    acc_ok = s.acc_ok.at[wr.acc_idx].set(old_acc_ok | acc_mask)
 
-    sp_in = blocks_of(scale_to_int8(v8, scale, False)).reshape(nb * d, d)
+    sp_in = _blocks_of(scale_to_int8(rd.v8, kind.scale, False), st).reshape(nb * d, d)
     sp_c = jnp.clip(c_vals_w, -128, 127)
-    sp_c = jnp.where(ex_relu, jnp.maximum(sp_c, 0), sp_c)
-    sp_new = jnp.where(to_sp_in, sp_in, sp_c).astype(jnp.int8)
+    sp_c = jnp.where(kind.ex_relu, jnp.maximum(sp_c, 0), sp_c)
+    sp_new = jnp.where(wr.to_sp_in, sp_in, sp_c).astype(jnp.int8)
     if st.moves_to_spad:
         # mvout_spad writes no accumulator row, so the new accumulator is the one it reads.
-        src_idx = jnp.where(msp_read.any(axis=1), g("local") + r, acc_sink)
-        moved = scale_to_int8(acc[src_idx], scale, g("act") == 1, gelu, softmax)
-        sp_new = jnp.where(is_msp, widen(moved, 0), sp_new).astype(jnp.int8)
-        errors.append((jnp.any(msp_read & ~acc_ok[src_idx]), 7))
-    sp = s.sp.at[sp_idx].set(jnp.where(sp_mask, sp_new, old_sp))
-    sp_ok = s.sp_ok.at[sp_idx].set(old_sp_ok | sp_mask)
+        src_idx = jnp.where(wr.msp_read.any(axis=1), g("local") + r, st.acc_rows)
+        moved = scale_to_int8(acc[src_idx], kind.scale, g("act") == 1, kind.gelu, kind.softmax)
+        sp_new = jnp.where(wr.is_msp, _widen(moved, 0, st), sp_new).astype(jnp.int8)
+        errors.append((jnp.any(wr.msp_read & ~acc_ok[src_idx]), 7))
+    sp = s.sp.at[wr.sp_idx].set(jnp.where(wr.sp_mask, sp_new, rd.old_sp))
+    sp_ok = s.sp_ok.at[wr.sp_idx].set(rd.old_sp_ok | wr.sp_mask)
     if st.pixel_repeats:
-        sp, sp_ok = _repeat_rows(sp, sp_ok, sp_in[:d], repeated, g, st)
+        sp, sp_ok = _repeat_rows(sp, sp_ok, sp_in[:d], wr.repeated, g, st)
+    return acc, acc_ok, sp, sp_ok, errors
 
-    # ---- reads of the new local memories (this instruction did not write what they read) ------
+
+def _new_reads(x: _Ctx, kind: _Kind, mv: _Moves, a_ix, bd_ix, acc, acc_ok, sp, sp_ok):
+    """The operands' validity and mvout's sources, read from the new local memories:
+    ``(acc values, scratchpad values, errors)``, the sources ``[blocks, DIM, DIM]``."""
+    g, r, st = x.g, x.r, x.st
+    d, nb = st.dim, st.max_blocks
+
     def operand_bad(ix):
         mask, from_acc, sp_i, acc_i = ix
         okv = sp_ok[sp_i]
@@ -376,21 +544,26 @@ def step(s, ints, floats, k, st: FuncStatic):
             okv = jnp.where(from_acc, acc_ok[acc_i], okv)
         return jnp.any(mask & ~okv)
 
-    errors.append((operand_bad(a_ix), 4))
-    errors.append((operand_bad(bd_ix), 5))
-    out_rows = g("local") + blk[:, None] * d + r[None, :]
-    src_live = row_live & is_mvout
-    oidx_acc = jnp.where(src_live & is_acc, out_rows, acc_sink).reshape(-1)
-    oidx_sp = jnp.where(src_live & ~is_acc, out_rows, sp_sink).reshape(-1)
+    errors = [(operand_bad(a_ix), 4), (operand_bad(bd_ix), 5)]
+    out_rows = g("local") + x.blk[:, None] * d + r[None, :]
+    src_live = mv.row_live & kind.is_mvout
+    oidx_acc = jnp.where(src_live & kind.is_acc, out_rows, st.acc_rows).reshape(-1)
+    oidx_sp = jnp.where(src_live & ~kind.is_acc, out_rows, st.sp_rows).reshape(-1)
     a_vals = acc[oidx_acc].reshape(nb, d, d)
     s_vals = sp[oidx_sp].reshape(nb, d, d).astype(jnp.int32)
-    ok = jnp.where(is_acc, acc_ok[oidx_acc], sp_ok[oidx_sp]).reshape(nb, d, d)
-    errors.append((jnp.any(elem_mask & is_mvout & ~ok), 3))
+    ok = jnp.where(kind.is_acc, acc_ok[oidx_acc], sp_ok[oidx_sp]).reshape(nb, d, d)
+    errors.append((jnp.any(mv.elem_mask & kind.is_mvout & ~ok), 3))
+    return a_vals, s_vals, errors
 
-    # ---- mvout: DRAM writes --------------------------------------------------------------------
-    full = g("full") == 1
-    small = jnp.where(is_acc, scale_to_int8(a_vals, scale, g("act") == 1, gelu, softmax),
-                      s_vals)
+
+def _mvout_dram(s, x: _Ctx, kind: _Kind, mv: _Moves, a_vals, s_vals):
+    """DRAM after an mvout's bytes (int8 through the read path, or full-width int32) and the
+    mvin's DRAM check: ``(dram, dram_ok, errors)``."""
+    st = x.st
+    d, nb, rb = st.dim, st.max_blocks, st.row_bytes
+    full = x.g("full") == 1
+    small = jnp.where(kind.is_acc, scale_to_int8(a_vals, kind.scale, x.g("act") == 1, kind.gelu,
+                                                 kind.softmax), s_vals)
     bytes8 = lax.bitcast_convert_type(
         small.astype(jnp.int8).transpose(1, 0, 2).reshape(d, nb * d), jnp.uint8)
     if nb * d < rb:
@@ -401,25 +574,22 @@ def step(s, ints, floats, k, st: FuncStatic):
         bytes32 = jnp.concatenate(
             [bytes32, jnp.zeros((d, rb - bytes32.shape[1]), jnp.uint8)], axis=1)
     out_bytes = jnp.where(full, bytes32[:, :rb], bytes8[:, :rb])
-    out_mask = byte_mask & is_mvout & ~stats
-    didx_out = jnp.where(out_mask, didx, st.dram_sink).reshape(-1)
+    out_mask = mv.byte_mask & kind.is_mvout & ~kind.stats
+    didx_out = jnp.where(out_mask, mv.didx, st.dram_sink).reshape(-1)
     dram = s.dram.at[didx_out].set(out_bytes.reshape(-1))
     dram_ok = s.dram_ok.at[didx_out].set(True)
     # mvin's DRAM check reads the new validity (an mvin stores nothing to DRAM).
-    errors.append((jnp.any(in_bytes & ~dram_ok[didx_in]), 1))
+    return dram, dram_ok, [(jnp.any(mv.in_bytes & ~dram_ok[mv.didx_in]), 1)]
 
-    # ---- the normalizer's statistics -------------------------------------------------------------
-    norm = _normalizer(s, g, acc, scale, st) if st.normalizer else {}
 
-    # ---- first error ---------------------------------------------------------------------------
+def _first_error(s, k, errors):
+    """The state's first error after this step: ``(error_index, error_code)``."""
     err_index, err_code = s.error_index, s.error_code
     for bad, code in sorted(errors, key=lambda e: -e[1]):  # the lowest code of a step wins
         take = (s.error_index < 0) & bad
         err_index = jnp.where(take, k, err_index)
         err_code = jnp.where(take, code, err_code)
-    return s.set(sp=sp, sp_ok=sp_ok, acc=acc, acc_ok=acc_ok, dram=dram, dram_ok=dram_ok,
-                 preloaded=preloaded, weights=weights, os_acc=os_acc, os_base=os_base,
-                 error_index=err_index, error_code=err_code, **norm)
+    return err_index, err_code
 
 
 def _repeat_rows(sp, sp_ok, rows_in, live, g, st: FuncStatic):

@@ -153,7 +153,7 @@ def score(result: Any, network: Any, sram_step_kb: float = 1.0,
     area of the design's hardware (``area_mm2``) and of the hardware the main yardstick scored
     (``area_mm2_scored``: instruction-aware scoring may grow buffers, within
     `area_budget_mm2` if given)."""
-    from baco.rounding import design_of
+    from accel.design import design_of
     from baco.yardsticks import yardsticks
     from perfmodels.energy import config_area_mm2
 

@@ -20,34 +20,47 @@ Every baseline is called the same way, ``BASELINES[name](network, budget_samples
 from collections.abc import Callable
 
 from baco.result import CodesignResult
+from baco.search._space import MappingSampler
 from baco.search.bayes_opt import bayes_opt
-from baco.search.gemmini_tiler import gemmini_default
-from baco.search.gemmini_tiler import gemmini_mapping
-from baco.search.gemmini_tiler import tiled_conv_auto
-from baco.search.gemmini_tiler import tiled_matmul_auto
+from baco.search.dosa import dosa
+from baco.search.gemmini_tiler import (
+    gemmini_default,
+    gemmini_mapping,
+    tiled_conv_auto,
+    tiled_matmul_auto,
+)
 from baco.search.random_pruned import random_pruned
 from baco.search.random_search import random_search
+from baco.search.starts import (
+    base_hardware,
+    outermost_mapping,
+    random_hardware_within,
+    resolve_network,
+    start_mappings,
+)
 
 BASELINES: dict[str, Callable[..., CodesignResult]] = {
     "random": random_search,
     "bo": bayes_opt,
     "gemmini_default": gemmini_default,
     "random_pruned": random_pruned,
+    "dosa": dosa,
 }
-
-# DOSA-style gradient descent, owned by baco/search/dosa.py.
-from baco.search.dosa import dosa
-
-BASELINES["dosa"] = dosa
 
 __all__ = [
     "BASELINES",
+    "MappingSampler",
+    "base_hardware",
     "bayes_opt",
     "dosa",
     "gemmini_default",
     "gemmini_mapping",
+    "outermost_mapping",
+    "random_hardware_within",
     "random_pruned",
     "random_search",
+    "resolve_network",
+    "start_mappings",
     "tiled_conv_auto",
     "tiled_matmul_auto",
 ]

@@ -34,7 +34,7 @@ It follows DOSA's own code, ``dataset/dse/mapping_driven_hw_search.py`` of ucb-b
   one that lowers the network EDP, or its current order if none does (`greedy_dram_orders`).
   **Stages** are fixed at 2 (the overlap DOSA's and Timeloop's roofline latency assumes).
 * **Starts**: DOSA draws random hardware (``gen_random_hw_config``: PE dim 2^U{1..7}, scratchpad
-  and accumulator 2^U{0..11} KiB; here `baco.codesign.random_hardware`), maps every layer onto
+  and accumulator 2^U{0..11} KiB; here `baco.search.starts.random_hardware`), maps every layer onto
   it with CoSA, and descends from those mappings; a start whose first EDP exceeds 10x the best
   first EDP seen is skipped and the next random hardware tried. It runs ``num_starts`` = 7
   starts one after another (``starts`` here, run side by side).
@@ -44,7 +44,7 @@ Deviations that remain, and why:
 * **Start mappings**: CoSA needs the Gurobi MIP solver, which we cannot ship. The stand-in is,
   per layer, the best (by layer EDP) of ``start_mappings_per_layer`` mappings fitting the random
   hardware -- Gemmini's library tiling and draws of the Timeloop-like random-pruned mapper
-  (`baco.codesign.start_mappings`, shared with BACO). A start mapping that pads a dim (Gemmini's
+  (`baco.search.starts.start_mappings`, shared with BACO). A start mapping that pads a dim (Gemmini's
   tiler runs padded edge tiles) is first brought to exact factors by DOSA's rounding; an exact
   one is left as it is.
 * **Padded dims**: a dim that is mostly one large prime is searched grown to a nearby 7-smooth
@@ -91,15 +91,22 @@ import numpy as np
 import optax
 
 from accel.arch import HardwareConfig
-from baco.codesign import base_hardware, random_hardware_within, resolve_network, start_mappings
+from accel.design import Design
 from baco.padding import PAD_FRACTION, search_layer
 from baco.result import CodesignResult, HistoryPoint, LayerResult
-from baco.rounding import Design, Rounder, divisors, network_edp
+from baco.rounding import Rounder, divisors
+from baco.search.starts import (
+    base_hardware,
+    random_hardware_within,
+    resolve_network,
+    start_mappings,
+)
 from perfmodels import relax
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
 from perfmodels.analytic import evaluate as model_evaluate
 from perfmodels.analytic import fast_jit, stack_layers
 from perfmodels.energy import area_excess, check_area_budget
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
 

@@ -34,10 +34,10 @@ import math
 import sys
 import time
 
+from accel.design import design_of
 from baco.codesign import codesign
 from baco.config import ExperimentConfig
 from baco.networks import load_network
-from baco.rounding import design_of
 from baco.yardsticks import YARDSTICKS, yardsticks
 from perfmodels.energy import config_area_mm2
 

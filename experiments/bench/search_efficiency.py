@@ -20,10 +20,11 @@ import json
 import sys
 import time
 
+from accel.design import design_of
 from baco.codesign import codesign
 from baco.config import ExperimentConfig
 from baco.networks import load_network
-from baco.rounding import common_score, design_of
+from baco.rounding import common_score
 from baco.run import baselines
 
 

@@ -29,10 +29,10 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
+from accel.design import design_of
 from baco.codesign import codesign
 from baco.config import CodesignConfig
 from baco.networks import load_network
-from baco.rounding import design_of
 from baco.search.gemmini_tiler import gemmini_default
 from baco.yardsticks import SimCache, yardsticks
 

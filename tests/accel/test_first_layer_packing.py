@@ -128,22 +128,22 @@ def test_pixel_repeats_on_an_accumulator_mvin_are_refused():
 def test_the_instruction_aware_model_packs_as_the_lowering_does(layer, text, hw, columns,
                                                                 monkeypatch):
     """The model's compute falls by the kernel columns a compute packs on average, as many as
-    the lowering's array rows do (`baco.instructions.packed_columns`)."""
+    the lowering's array rows do (`perfmodels.aware.packed_columns`)."""
     import jax
     import jax.numpy as jnp
 
-    from baco import instructions
+    from perfmodels import aware as aware_model
     from perfmodels.analytic import pack_layer, pack_mapping
 
     mapping = _mapping(text, 2)
     spec, hwp = hw.template_spec, hw.to_params()
     lay, m = jax.tree_util.tree_map(jnp.asarray, (pack_layer(layer), pack_mapping(mapping)))
-    fanout = instructions.level_arrays(spec, hwp).fanout
-    assert float(instructions.packed_columns(spec, lay, m, fanout)) == pytest.approx(columns)
+    fanout = aware_model.level_arrays(spec, hwp).fanout
+    assert float(aware_model.packed_columns(spec, lay, m, fanout)) == pytest.approx(columns)
     low, flat = lower(layer, mapping, hw), _unpacked(layer, mapping, hw)
     assert flat.stats.array_macs / low.stats.array_macs == pytest.approx(columns)
-    packed = instructions.evaluate(spec, lay, hwp, m, aware=True)
-    monkeypatch.setattr(instructions, "packed_columns", lambda *a: 1.0)
-    unpacked = instructions.evaluate(spec, lay, hwp, m, aware=True)
+    packed = aware_model.evaluate(spec, lay, hwp, m, aware=True)
+    monkeypatch.setattr(aware_model, "packed_columns", lambda *a: 1.0)
+    unpacked = aware_model.evaluate(spec, lay, hwp, m, aware=True)
     assert (float(unpacked.compute_cycles) / float(packed.compute_cycles)
             == pytest.approx(columns, rel=1e-5))

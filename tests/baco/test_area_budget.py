@@ -63,9 +63,9 @@ def _settings(budget):
 
 
 def _inferred_area(theta, space):
-    from baco import instructions
+    from perfmodels import aware as aware_model
     maps, _ = relax.decode(theta, space)
-    hwp = instructions.infer_hw(space.template, space.base, space.layers, maps, space.tau, True)
+    hwp = aware_model.infer_hw(space.template, space.base, space.layers, maps, space.tau, True)
     return float(hardware_area_mm2(space.template, hwp))
 
 

@@ -88,7 +88,7 @@ def test_non_finite_losses_restore_the_last_good_point(monkeypatch):
 def test_run_round_goes_back_to_the_last_finite_point():
     """A loss that turns NaN past a threshold: the start returns to its last point with a
     finite loss (not the first NaN one) and stops for the round."""
-    space = relax.RelaxSpace.create(baco.codesign.base_hardware("gemmini", None),
+    space = relax.RelaxSpace.create(baco.search.starts.base_hardware("gemmini", None),
                                     list(NET.layers), hw_mode="min_hw")
     theta = relax.init_random(jax.random.PRNGKey(0), space)
     x0 = float(theta.mappings.temporal_logits[0, 1, 2])
@@ -114,7 +114,7 @@ def test_run_round_goes_back_to_the_last_finite_point():
 
 
 def test_masked_layers_do_not_move():
-    search = codesign_module._Search(NET, baco.codesign.base_hardware("gemmini", None), CFG)
+    search = codesign_module._Search(NET, baco.search.starts.base_hardware("gemmini", None), CFG)
     theta = relax.init_random(jax.random.PRNGKey(1), search.space)
     opt = codesign_module.make_optimizer(search.settings)
     thetas = jax.tree_util.tree_map(lambda a: jnp.stack([jnp.asarray(a)] * 2), theta)

@@ -14,10 +14,16 @@ import workloads
 from accel.arch import HardwareConfig
 from baco.config import ExperimentConfig
 from baco.errors import ConfigError
-from baco.rounding import Rounder, network_edp
+from baco.rounding import Rounder
 from baco.run import baselines
-from baco.search.dosa import (DRAM_ORDERS, dosa, dosa_learning_rate, greedy_dram_orders,
-                              round_mapping)
+from baco.search.dosa import (
+    DRAM_ORDERS,
+    dosa,
+    dosa_learning_rate,
+    greedy_dram_orders,
+    round_mapping,
+)
+from perfmodels.score import network_edp
 from workloads.layer import Layer
 
 TINY = ExperimentConfig.load(Path(__file__).parent / "data" / "tiny.yaml")

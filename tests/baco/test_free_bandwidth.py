@@ -16,10 +16,10 @@ from accel.arch import HardwareConfig, level_arrays
 from accel.lower import lower
 from accel.mapping import Mapping
 from accel.sim import run
-from baco import instructions
 from baco.codesign import Settings, codesign, objective
 from baco.config import CodesignConfig
 from baco.rounding import Rounder
+from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import exact
 from perfmodels.energy import config_area_mm2
@@ -51,7 +51,7 @@ def test_bandwidth_costs_area_and_idle_energy_per_the_template():
 
 def test_idle_energy_is_charged_per_cycle_by_the_aware_model_only():
     m = LOAD_MAPPING
-    aware = instructions.exact(LOAD_BOUND, HW, m, aware=True)
+    aware = aware_model.exact(LOAD_BOUND, HW, m, aware=True)
     idle = float(level_arrays(HW.template_spec, HW.to_params(), np).static_pj_per_cycle[-1])
     accesses_only = float(aware.level_pj[-1]) - idle * float(aware.cycles)
     plain = exact(LOAD_BOUND, HW, m)
@@ -65,7 +65,7 @@ def test_the_simulator_and_the_model_agree_that_bandwidth_helps_a_load_bound_lay
     cycles_model, cycles_sim = [], []
     for words in (4, 8, 16):
         hw = _with_bw(HW, words)
-        cycles_model.append(float(instructions.exact(LOAD_BOUND, hw, LOAD_MAPPING).cycles))
+        cycles_model.append(float(aware_model.exact(LOAD_BOUND, hw, LOAD_MAPPING).cycles))
         low = lower(LOAD_BOUND, LOAD_MAPPING, hw)
         cycles_sim.append(int(run(low.trace, hw, functional=False).cycles))
     assert cycles_model[0] > cycles_model[1] > cycles_model[2]

@@ -8,18 +8,19 @@ import dataclasses
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from accel.mapping import Mapping
 from baco.codesign import Settings, objective, relaxed_from_mappings
 from baco.refine import global_moves, narrow_moves
-from baco.rounding import Rounder, argmax_orders, design_of, network_edp
+from baco.rounding import Rounder, argmax_orders
 from baco.search.gemmini_tiler import gemmini_mapping
 from perfmodels import relax
+from perfmodels.score import network_edp
 from workloads.layer import Layer
 
 HW = HardwareConfig.preset("gemmini_default")

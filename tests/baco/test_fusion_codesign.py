@@ -11,18 +11,20 @@ import numpy as np
 import pytest
 
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from baco.codesign import codesign
 from baco.config import CodesignConfig
 from baco.fusion import FusionPlan, chain_figures, fused_chains, fusion_groups, path_area_mm2
 from baco.result import CodesignResult
-from baco.rounding import Rounder, design_of, network_edp
+from baco.rounding import Rounder
 from baco.search.gemmini_tiler import gemmini_mapping
 from baco.simulate import report, simulate_result
 from baco.yardsticks import hardware_area_mm2, yardsticks
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError
+from workloads.fusion import Chain
 from workloads.layer import Layer
 from workloads.network import Network
-from workloads.fusion import Chain
 from workloads.suites import suite
 from workloads.zoo import load
 
@@ -99,8 +101,7 @@ def test_fold_charges_the_fused_chain_exactly_where_it_lowers_the_edp():
     assert plan.decide(np.asarray(alone.cycles, np.float64) * 1e-3,
                        np.asarray(alone.energy_pj, np.float64) * 1e-3, [HW, small]).sum() == 0
     # The rounder scores with the plan folded in.
-    rounder.fusion = plan
-    np.testing.assert_allclose(np.asarray(rounder.score(designs).cycles),
+    np.testing.assert_allclose(np.asarray(rounder.replace(fusion=plan).score(designs).cycles),
                                np.asarray(folded.cycles))
 
 

@@ -11,9 +11,10 @@ import pytest
 import workloads
 from accel.arch import HardwareConfig
 from accel.mapping import Mapping
-from baco import cli, instructions
+from baco import cli
 from baco.codesign import codesign
 from baco.config import CodesignConfig, ExperimentConfig
+from perfmodels import aware as aware_model
 from perfmodels.analytic import exact_batch
 from perfmodels.atformer import train as atf
 from perfmodels.atformer.model import ModelConfig
@@ -74,7 +75,7 @@ def test_hybrid_codesign_completes_and_reports_hybrid_cycles(model_path):
     mappings = [r.mapping for r in result.layers]
     learned = hybrid.predict(layers, result.hardware, mappings)
     plain = exact_batch(layers, result.hardware, mappings, check=False).cycles
-    aware = [float(instructions.exact(l, result.hardware, m, aware=True).cycles)
+    aware = [float(aware_model.exact(l, result.hardware, m, aware=True).cycles)
              for l, m in zip(layers, mappings)]
     # reported cycles = instruction-aware analytic cycles x exp(the learned residual)
     want = np.asarray(aware) * learned / plain

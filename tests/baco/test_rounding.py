@@ -11,9 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays
-from baco import instructions
+from accel.design import design_of
+from accel.mapping import Mapping
 from baco.errors import InfeasibleError
-from baco.rounding import Rounder, argmax_orders, common_score, design_of, nearest_divisor
+from baco.rounding import Rounder, argmax_orders, common_score, nearest_divisor
+from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import exact
 from workloads.layer import Layer
@@ -203,7 +205,7 @@ def test_common_score_is_the_design_itself_when_nothing_needs_padding():
     # the same design, scored with the per-load DMA latency and the instruction costs the
     # plain model leaves out
     (one,) = design.mappings()
-    ref = instructions.exact(layers[0], design.hw, one)
+    ref = aware_model.exact(layers[0], design.hw, one)
     assert aware.edp == pytest.approx(float(ref.cycles) * float(ref.energy_pj), rel=1e-5)
     assert float(ref.cycles) >= float(exact(layers[0], design.hw, one, load_latency=True).cycles)
     # the same accesses, plus the DRAM interface's idle energy over the aware cycles
@@ -225,3 +227,18 @@ def test_common_score_is_the_design_itself_when_nothing_needs_padding():
     both = design_of(design.hw, [m, m.replace(spatial=spatial, temporal=temporal)])
     assert common_score(narrow, [1, 1], both, aware=True).edp > \
         common_score(narrow, [1, 1], both, aware=False).edp * (1 + 1e-4)
+
+
+def test_a_rounder_is_immutable_and_replace_gives_another():
+    layer = Layer.conv2d(P=8, Q=8, C=16, K=16)
+    rounder = Rounder(HardwareConfig.preset("gemmini_default"), [layer], hw_mode="fixed")
+    with pytest.raises(AttributeError, match="immutable"):
+        rounder.fusion = object()
+    doubled = rounder.replace(residual=lambda template, layers, hwps, maps: np.full(
+        (len(maps.stages), 1), np.log(2.0)))
+    assert rounder.residual is None and doubled.packed is rounder.packed
+    design = design_of(rounder.base_hw, [Mapping.from_timeloop(
+        "L3[WIO] P8 Q8 - L2[WI] K16X - L1[O] C16X - L0[W] N1")])
+    base, twice = rounder.score([design]), doubled.score([design])
+    np.testing.assert_allclose(twice.cycles, 2 * base.cycles, rtol=1e-6)
+    np.testing.assert_allclose(doubled.analytic_score([design]).cycles, base.cycles)

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 import workloads
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from accel.lower.nest import padded_layer
 from baco.errors import ConfigError
-from baco.rounding import common_score, design_of
+from baco.rounding import common_score
 from baco.search import BASELINES
 from baco.search.gemmini_tiler import (
     ACCUMULATOR_ORDER,

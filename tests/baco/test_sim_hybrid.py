@@ -12,9 +12,10 @@ import pytest
 
 import workloads
 from accel.arch import HardwareConfig
+from accel.design import design_of
 from baco.codesign import codesign
 from baco.config import ExperimentConfig
-from baco.rounding import Rounder, design_of
+from baco.rounding import Rounder
 from baco.run import results_document
 from baco.search.gemmini_tiler import gemmini_default
 from baco.sim_hybrid import SimLearner

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from accel.arch import HardwareConfig, level_arrays
+from accel.design import design_of
 from accel.lower import lower, split_epilogue
 from accel.lower.check import expected_output, random_inputs
 from accel.mapping import Mapping
 from accel.sim import run
 from baco import yardsticks as ys
 from baco.errors import ConfigError, InfeasibleError, ProgramTooLongError
-from baco.rounding import common_score, design_of
+from baco.rounding import common_score
 from perfmodels.analytic import exact
 from workloads.layer import Layer
 

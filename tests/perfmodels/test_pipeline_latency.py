@@ -18,7 +18,7 @@ from accel.arch import MAX_STAGES, HardwareConfig, level_arrays
 from accel.lower import lower
 from accel.mapping import Mapping
 from accel.sim import TimingTable, run
-from baco import instructions
+from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.analytic import exact, exact_batch, pack_layer
 from perfmodels.latency import pipeline_cycles
@@ -74,7 +74,7 @@ def test_more_stages_hide_loads_and_cost_buffer_space():
     """(a) Load-dominated: cycles drop strictly from 1 to 2 stages, do not rise at 3 or 4,
     and the scratchpad footprint grows with the stages; the plain model is unchanged by the
     per-load term, the instruction-aware one pays it."""
-    aware = [instructions.exact(LAYER, HW, staged(s), aware=True) for s in (1, 2, 3, 4)]
+    aware = [aware_model.exact(LAYER, HW, staged(s), aware=True) for s in (1, 2, 3, 4)]
     plain = [exact(LAYER, HW, staged(s)) for s in (1, 2, 3, 4)]
     cycles = [float(x.cycles) for x in aware]
     assert cycles[0] > cycles[1] >= cycles[2] >= cycles[3]
@@ -103,7 +103,7 @@ def test_the_simulator_agrees_on_the_trend():
         low = lower(LAYER, staged(s), HW)
         assert low.alloc["input"].slots == s
         sim.append(int(run(low.trace, HW, functional=False).cycles))
-    model = [float(instructions.exact(LAYER, HW, staged(s), aware=True).cycles) for s in (1, 2)]
+    model = [float(aware_model.exact(LAYER, HW, staged(s), aware=True).cycles) for s in (1, 2)]
     assert sim[0] > sim[1]
     assert model[0] > model[1]
 
@@ -116,7 +116,7 @@ def _relaxed_cycles(stage_logit, aware: bool):
     maps, hwp = relax.decode(theta, space)
     m = jax.tree_util.tree_map(lambda x: x[0], maps)
     layer = jax.tree_util.tree_map(jnp.asarray, pack_layer(LAYER))
-    return instructions.evaluate(space.template, layer, hwp, m, aware).cycles
+    return aware_model.evaluate(space.template, layer, hwp, m, aware).cycles
 
 
 @pytest.mark.parametrize("stages", [1.25, 1.5])
@@ -130,7 +130,7 @@ def test_relaxed_stage_gradient_is_negative_when_loads_dominate(stages):
     s1 = jnp.float32(np.log(1e-6))   # ~1 stage
     s2 = jnp.float32(np.log(1.0 / 2.0))   # 2 stages
     np.testing.assert_allclose(_relaxed_cycles(s2, True),
-                               instructions.exact(LAYER, HW, staged(2), aware=True).cycles,
+                               aware_model.exact(LAYER, HW, staged(2), aware=True).cycles,
                                rtol=2e-3)
     assert float(_relaxed_cycles(s1, True)) > float(value) > float(_relaxed_cycles(s2, True))
 
@@ -141,7 +141,7 @@ def test_relaxed_stage_gradient_vanishes_once_bandwidth_binds():
     logit = float(np.log((2.5 - 1) / (MAX_STAGES - 2.5)))
     value, grad = jax.value_and_grad(_relaxed_cycles)(jnp.float32(logit), True)
     assert float(grad) == 0.0
-    np.testing.assert_allclose(value, instructions.exact(LAYER, HW, staged(2), aware=True).cycles,
+    np.testing.assert_allclose(value, aware_model.exact(LAYER, HW, staged(2), aware=True).cycles,
                                rtol=2e-3)
 
 

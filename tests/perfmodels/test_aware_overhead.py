@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from accel.arch import HardwareConfig, Template
+from accel.design import design_of
 from accel.mapping import Mapping
 from accel.sim.timing import TimingTable, array_latency_cycles
-from baco import instructions
 from baco import yardsticks as ys
-from baco.rounding import design_of
+from perfmodels import aware as aware_model
 from perfmodels.analytic import pack_layer, pack_mapping
 from workloads.errors import ConfigError
 from workloads.layer import Layer
@@ -32,8 +32,8 @@ MODELS_PREDATE_THE_CHIP = pytest.mark.xfail(strict=True, reason=(
 
 def _three_cycles(layer, hw, m):
     """The plain model's, the instruction-aware model's and the simulator's cycles."""
-    plain = instructions.exact(layer, hw, m, aware=False)
-    aware = instructions.exact(layer, hw, m)
+    plain = aware_model.exact(layer, hw, m, aware=False)
+    aware = aware_model.exact(layer, hw, m)
     _, (sim,) = ys.simulate_design([layer], [1], design_of(hw, [m]))
     return float(plain.cycles), float(aware.cycles), sim.cycles
 
@@ -89,11 +89,11 @@ def test_gemm_rows_are_the_whole_stream():
     loops = "L3[WIO] P8 - L2[WI] K16X - L1[O] Q8 C16X - L0[W] P2 Q2"
     conv = Layer.conv2d(R=1, S=1, P=16, Q=16, C=16, K=16, Hstride=1, Wstride=2)
     (g, gm), (c, cm) = _packed(gemm, loops), _packed(conv, loops)
-    runs = instructions.instruction_runs(gm, 4)
-    assert float(instructions.array_cycles(template, g, hwp, gm, compute, runs)) == 256.0
-    assert float(instructions.array_cycles(template, c, hwp, cm, compute, runs)) > 2 * 256.0
+    runs = aware_model.instruction_runs(gm, 4)
+    assert float(aware_model.array_cycles(template, g, hwp, gm, compute, runs)) == 256.0
+    assert float(aware_model.array_cycles(template, c, hwp, cm, compute, runs)) > 2 * 256.0
     m = Mapping.from_timeloop(loops)
-    aware = float(instructions.exact(gemm, HW, m).cycles)
+    aware = float(aware_model.exact(gemm, HW, m).cycles)
     _, (sim,) = ys.simulate_design([gemm], [1], design_of(HW, [m]))
     assert 0.8 < sim.cycles / aware < 1.35
 
@@ -110,7 +110,7 @@ def test_runs_continue_over_the_same_dim():
     for name, text in mappings.items():
         Mapping.from_timeloop(text).validate(CONV, HW)
         _, m = _packed(CONV, text)
-        rows[name] = float(jnp.exp(instructions.instruction_runs(m, 4).compute))
+        rows[name] = float(jnp.exp(aware_model.instruction_runs(m, 4).compute))
     assert rows == pytest.approx({"same": 16.0, "other": 2.0, "reduction": 1.0})
 
 
@@ -123,8 +123,8 @@ def test_relaxed_gradient_prefers_longer_computes():
 
     def cost(shift):
         moved = m._replace(log_temporal=m.log_temporal.at[0, 3].add(shift).at[1, 3].add(-shift))
-        return instructions.array_cycles(template, layer, hwp, moved, compute,
-                                         instructions.instruction_runs(moved, 4))
+        return aware_model.array_cycles(template, layer, hwp, moved, compute,
+                                         aware_model.instruction_runs(moved, 4))
 
     g = jax.grad(cost)(0.0)
     assert np.isfinite(float(g)) and float(g) < 0

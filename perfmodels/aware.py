@@ -66,12 +66,12 @@ from accel.lower import kernel_columns_per_row
 from accel.mapping import Mapping, span
 from perfmodels import relax
 from perfmodels.accesses import (
-    I,
-    O,
-    W,
     Accesses,
+    I,
     LayerArrays,
     MappingArrays,
+    O,
+    W,
     accesses,
     gate,
     inside_mask,

@@ -1,0 +1,39 @@
+"""Scoring whole designs: a design's mappings as model inputs, and the network's EDP from its
+layers' figures (seed 001 Eq. 6.9), the one place that sums a network."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from accel.design import Design
+from perfmodels.accesses import MappingArrays, order_rank
+
+
+def design_arrays(design: Design) -> MappingArrays:
+    """A design's mappings stacked as model inputs (one candidate order with weight 1),
+    ``[layer, ...]``."""
+    n = design.temporal.shape[0]
+    levels = design.temporal.shape[1]
+    return MappingArrays(
+        log_temporal=np.log(design.temporal).astype(np.float32),
+        log_spatial=np.log(design.spatial).astype(np.float32),
+        rank=order_rank(design.order[:, :, ::-1])[:, :, None, :],
+        order_weights=np.ones((n, levels, 1), np.float32),
+        stages=design.stages.astype(np.float32))
+
+
+def network_edp(metrics: Any, counts: Sequence[float]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(edp, cycles, pJ)`` per design from per-layer metrics ``[design, layer]`` (anything
+    with ``cycles`` and ``energy_pj``): Eq. 6.9's ``(Σ count·pJ) x (Σ count·cycles)``, in
+    float64."""
+    counts = np.asarray(counts, np.float64)
+    cycles = (np.asarray(metrics.cycles, np.float64) * counts).sum(-1)
+    energy_pj = (np.asarray(metrics.energy_pj, np.float64) * counts).sum(-1)
+    return cycles * energy_pj, cycles, energy_pj
+
+
+__all__ = ["design_arrays", "network_edp"]
