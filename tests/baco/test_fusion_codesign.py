@@ -114,6 +114,7 @@ def _judged(result: CodesignResult):
             yardsticks(layers, counts, design))
 
 
+@pytest.mark.slow  # a fused search end to end; test_run covers a fused case's records and trace
 def test_a_fused_search_records_judges_and_simulates_its_chains():
     net = _g("G10")
     config = CodesignConfig(budget_samples=300, seed=0, fusion=True)
@@ -182,6 +183,7 @@ def test_a_killed_fused_search_resumes_to_the_uninterrupted_result(tmp_path, com
     assert resumed.extra["fusion"] == reference.extra["fusion"]
 
 
+@pytest.mark.slow  # a descent on both objectives; perfmodels/test_fusion checks the chain model
 def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     import jax
 

@@ -110,6 +110,7 @@ def test_malformed_files_are_one_line_errors(capsys, tmp_path):
 
 
 # --------------------------------------------------------------------------- training warning
+@pytest.mark.slow  # trains a surrogate to see one warning
 def test_training_warns_once_when_arch_disagrees_with_array_dim(capsys, tmp_path):
     rows = [dict(r, **{"arch.pe": "256"}) for r in SOURCE[:10]] + SOURCE[10:24]
     path = write(tmp_path / "t.csv", rows)

@@ -32,7 +32,10 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")   # fork + exec: no JAX state
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, code", [
+    (signal.SIGINT, 130),
+    pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow),  # the same path, another signal
+])
 def test_a_signal_stops_the_sweep_and_its_workers(tmp_path, sig, code):
     config = tmp_path / "many.yaml"
     config.write_text(SWEEP)
