@@ -198,15 +198,15 @@ class DecodedTrace:
         writes = (self.column("op") == Op.MVOUT) & ~self.stat_passes()
         return int(np.sum(np.where(writes, self._move_bytes(), 0)))
 
-    def mvin_first_rows(self) -> np.ndarray:
-        """The first local row each mvin writes: an mvin with pixel repeats p also writes the
-        p - 1 rows before its first (``PixelRepeater.scala`` ~60-68: row ``addr - r`` for
-        repeat r), down to the floor of its half of the scratchpad (0, or half the rows);
-        ``ReservationStation.scala`` ~297-307 widens the tracked range the same way."""
+    def mvin_rows_before(self) -> np.ndarray:
+        """Rows each instruction writes before its first local row: an mvin with pixel repeats
+        p also writes the p - 1 rows before it (``PixelRepeater.scala`` ~60-68: row ``addr -
+        r`` for repeat r), down to the floor of its half of the scratchpad (0, or half the
+        rows); ``ReservationStation.scala`` ~297-307 widens the tracked range the same way.
+        0 for every other instruction (their ``repeats`` is 1)."""
         local = self.column("local").astype(np.int64)
-        half = self.sp_half_rows
-        floor = np.where(local < half, 0, half)
-        return np.maximum(local - (self.column("repeats").astype(np.int64) - 1), floor)
+        floor = np.where(local < self.sp_half_rows, 0, self.sp_half_rows)
+        return np.minimum(self.column("repeats").astype(np.int64) - 1, local - floor)
 
     def _move_bytes(self) -> np.ndarray:
         return (self.column("rows").astype(np.int64) * self.column("cols")

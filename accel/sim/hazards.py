@@ -116,8 +116,8 @@ def _ranges(d: Any, params: IsaParams) -> tuple[np.ndarray, ...]:
     base = unified(col["local"], col["is_acc"])
     blocks = np.maximum(col["nblocks"], 1) - 1
     is_mvin, is_mvout, is_msp = op == Op.MVIN, op == Op.MVOUT, op == Op.MVOUT_SPAD
-    first = np.where(is_mvin & (col["is_acc"] == 0), d.mvin_first_rows(), base)
-    put(is_mvin, first, blocks * col["block_stride"] + col["rows"] + base - first, "a")
+    before = d.mvin_rows_before()
+    put(is_mvin, base - before, blocks * col["block_stride"] + col["rows"] + before, "a")
     opa_dst |= is_mvin
     put(is_mvout, base, blocks * params.dim + col["rows"], "a")
     put(is_msp, col["dst"], col["rows"], "a")

@@ -463,11 +463,11 @@ def access_runs(decoded: DecodedTrace) -> tuple[np.ndarray, np.ndarray]:
 
     is_mvin, is_mvout = op == Op.MVIN, op == Op.MVOUT
     base = unified(col["local"], col["is_acc"])
-    # An mvin with pixel repeats also writes rows above its first (`mvin_first_rows`).
-    first = np.where(is_mvin & (col["is_acc"] == 0), decoded.mvin_first_rows(), base)
+    # An mvin with pixel repeats also writes rows before its first.
+    before = decoded.mvin_rows_before()
     for b in range(shape.max_blocks):
         live = b < col["nblocks"]
-        blk_in = np.stack([first + b * col["block_stride"], col["rows"] + base - first,
+        blk_in = np.stack([base - before + b * col["block_stride"], col["rows"] + before,
                            np.ones(n, np.int64)], 1)
         blk_out = np.stack([base + b * shape.dim, col["rows"], np.ones(n, np.int64)], 1)
         writes[:, b] = np.where((is_mvin & live)[:, None], blk_in, writes[:, b])

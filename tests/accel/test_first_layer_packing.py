@@ -103,11 +103,11 @@ def test_the_repeater_writes_each_row_into_the_rows_before_it_shifted():
     got = res.dram[64:82].view(np.int8).reshape(2, 9)
     np.testing.assert_array_equal(got, np.stack([src[0:3].ravel(), src[1:4].ravel()]))
     decoded = decode(trace, IsaParams.from_hardware(hw), None)
-    assert decoded.mvin_first_rows()[1] == 0  # rows 0 and 1 are written too
+    assert decoded.mvin_rows_before()[1] == 2  # rows 0 and 1 are written too
     one = decode(Trace([Instruction.config_ld(3, block_stride=16, pixel_repeats=3),
                         Instruction.mvin(0, 1, rows=4, cols=3)]),
                  IsaParams.from_hardware(hw), None)
-    assert one.mvin_first_rows()[1] == 0  # not below the floor of its half
+    assert one.mvin_rows_before()[1] == 1  # not below the floor of its half (row 0)
 
 
 def test_pixel_repeats_on_an_accumulator_mvin_are_refused():
