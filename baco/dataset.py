@@ -62,7 +62,7 @@ COLUMNS = ("target.cycle", "target.sim_cycle", "target.energy", "mapping.mapping
 def dataset_hardware(dim: int = 16, sp_kb: float = 256.0, acc_kb: float = 64.0
                      ) -> HardwareConfig:
     """The one hardware configuration of a generated dataset (default: a 16x16 Gemmini, the
-    array DOSA's RTL rows ran on, with Gemmini's default buffers)."""
+    array of DOSA's end-to-end FireSim experiment, with Gemmini's default buffers)."""
     return HardwareConfig(template="gemmini", pe_rows=dim, pe_cols=dim, sp_kb=sp_kb,
                           acc_kb=acc_kb, dram_bw_words=8.0, name=f"gemmini_{dim}x{dim}")
 
@@ -175,13 +175,13 @@ def generate(n: int, out: str | os.PathLike, *, seed: int = 0,
             row = RtlRow(index=len(rows), layer=layer, mapping=m, cycles=1.0, sp_kb=hw.sp_kb,
                          acc_kb=hw.acc_kb)
             try:        # the lowering pads tiles to DIM-wide rows: a few fit the model only
-                prepare_rows([row])
+                prepare_rows([row], dim=hw.pe_rows)
             except ConfigError:
                 continue
             points.append((layer, m))
             rows.append(row)
         draw += 1
-    cycles = simulate_rows(rows, progress=progress)
+    cycles = simulate_rows(rows, dim=hw.pe_rows, progress=progress)
     metrics = exact_batch([p[0] for p in points], hw, [p[1] for p in points], check=False)
     write_csv(out, hw, points, cycles, np.asarray(metrics.energy_pj) * 1e-6,
               source=f"accel.sim.rtl seed={seed}")

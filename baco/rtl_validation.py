@@ -228,11 +228,12 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
     live = [r for r in rows if r.reason is None]
     extra: dict[str, Any] = {}
     if live and predictor == "sim":
-        from accel.sim.rtl import RTL_DIM, simulate_rows
+        from accel.sim.rtl import simulate_rows
 
         failures: dict[int, Exception] = {}
-        cycles = simulate_rows([r.point for r in live], dim=hw.pe_rows if hw else RTL_DIM,
-                               progress=progress, failures=failures)
+        # Each row on the build it ran on (`accel.sim.rtl.generator_pe_dim`); a named
+        # hardware gives the buffers only.
+        cycles = simulate_rows([r.point for r in live], progress=progress, failures=failures)
         for pos, exc in failures.items():
             live[pos].skip(_sim_reason(exc), f"{source} row {live[pos].index + 2}: {exc}")
         predicted[[r.index for r in live]] = cycles

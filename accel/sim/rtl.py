@@ -5,62 +5,52 @@ Each row of ``gemmini_rtl_train.csv`` (format: ``data/README.md``) is a layer
 (``target.gemmini_cycle``). `validate_rtl_sim` lowers every row with `accel.lower.lower`, runs
 the timing model only (no data), and compares.
 
-The chip. The ``arch.*`` columns describe the 128x128 Timeloop model the mappings were drawn
-for, not the RTL build. We simulate a 16x16 Gemmini (`rtl_chip`): DOSA's FireSim experiments fix
-the array at 16x16, and for convolutions the cycles per scratchpad tile have a hard floor
-(about 250 cycles for tiles of 1-8 compute rows) and 93 of the 1,236 conv rows sit within 19%
-above the compute bound of a 16x16 array working on the mapping's tiles channel block by
-channel block (many at 1.00x, including K32X rows: exactly two 16-wide passes), against 50 for a
-64x64 array. About 30 conv rows (all with spatial factors of 32-64) and a few GEMM rows ran
-faster than any 16x16 array can, and no honest execution of their tiles on a larger array
-explains them either: we cannot reproduce them. Spatial factors above 16 are folded
-(`fold_spatial`): ``C64X`` becomes 16 PE rows and a temporal loop of 4 at the accumulator level.
-Buffer sizes enter the timing model only through the scratchpad's banks; the chip gets room
-for every row's tiles (`LOWERING_ROOM` times the row's buffers, or a hardware preset's:
-``parse_row(..., hardware=)``, as ``baco validate rtl --hardware gemmini_default`` does), and a
-row whose tiles outgrow even that runs on the buffers of the FireSim build DOSA measured on
-(`DOSA_CHIP_BUFFER_KB`), as it did there. A row that cannot be lowered at all ends the run, or,
-with ``prepare_rows(..., failures={})``, is recorded and predicted as NaN.
+The chips. The ``arch.*`` columns describe the 128x128 Timeloop model the mappings were drawn
+for, not the RTL builds. DOSA's collection script (``ucb-bar/gemmini-rocc-tests``, branch
+``dosa``, ``gemmini-data-collection/gemmini_data_collection.py`` ``per_pe_dim``) sorted each
+mapping to the smallest array of ``PE_DIMS`` that holds its C fan-out (below the accumulator)
+and K fan-out (below the scratchpad), dropping a mapping whose narrower fan-out fits half
+that array while it also has a temporal loop; its FireSim deploy script
+(``charleshong3/firesim-dosa`` ``deploy/gemmini.py``) runs group ``i`` on the build
+``firesim_rocket_singlecore_{i}pe4kdummygemmini_nofirstlayer...``. All 1,567 rows pass that
+filter, where 83% of the 10,000 Timeloop rows would not, so each row is simulated on an
+``i`` x ``i`` array (`generator_pe_dim`). The builds are Gemmini's ``dummyConfig`` (memories
+that hold no data, so they can be made large, "4k" read as 4096 KiB), without first-layer
+optimizations. Buffer sizes enter the timing model only through the scratchpad's banks; the
+chip gets room for every row's tiles (`LOWERING_ROOM` times the row's buffers, or a hardware
+preset's: ``parse_row(..., hardware=)``, as ``baco validate rtl --hardware gemmini_default``
+does), and a row whose tiles outgrow even that runs on `DOSA_CHIP_BUFFER_KB`, as it did there.
+A row that cannot be lowered at all ends the run, or, with ``prepare_rows(..., failures={})``,
+is recorded and predicted as NaN.
 
-The software. DOSA's ``gemmini-data-collection`` (in ``ucb-bar/gemmini-rocc-tests``:
-``layers/extract_data_csv.py`` and the ``conv_tilings.c`` / ``matmul_tilings.c`` templates)
-passed each row to a modified ``tiled_conv`` / ``tiled_matmul`` in that repository's
-``include/gemmini.h``:
+The software. The collection's templates (``conv_tilings.c``, ``matmul_tilings.c``) passed
+each row to that branch's ``tiled_conv`` / ``tiled_matmul`` (``include/gemmini.h``), with
+tiles from ``layers/extract_data_csv.py``:
 
-* the image is square, of side ``P * stride``, with "same" padding (``R // 2``), so the output
-  side is ``(P * stride + 2 * (R // 2) - R) // stride + 1`` (`generator_extents`);
-* the per-call tile is each dim's product of the L0-L2 factors, spatial ones included, and the
-  script multiplies the register level's P and Q in a second time (`generator_tile`);
-* ``tiled_conv`` walks the image tile by tile in the DRAM loop order, one ``loop_conv_ws``
-  (LoopConv FSM) call per tile, edge tiles cut to what is left. The published header steps the
-  K and C loops by the *spatial* factors while keeping the full tile (overlapping calls), but
-  the measurements fit plain tile steps far better (a least-squares cost over the calls' work
-  gives Spearman 0.94 with tile steps, 0.82 with spatial steps), so the rows were evidently run
-  by an earlier version: we step by tiles (`plan_row`, ``"calls"``). Inside a call the chip
-  runs DIM-wide channel blocks whatever the mapping's spatial factors.
+* convolutions: the image is square, of side ``P * stride``, with "same" padding
+  (``R // 2``), so the output side is ``(P * stride + 2 * (R // 2) - R) // stride + 1``
+  (`generator_extents`); the per-call tile is each dim's product of the L0-L2 factors, spatial
+  ones included, with the register level's P and Q multiplied in a second time
+  (`generator_tile`). ``tiled_conv`` walks the image tile by tile in the DRAM loop order, one
+  ``loop_conv_ws`` (LoopConv FSM) call per tile, edge tiles cut to what is left. The published
+  header steps the K and C loops by the *spatial* factors while keeping the full tile
+  (overlapping calls), but the measurements fit plain tile steps far better, so the rows were
+  evidently run by an earlier version: we step by tiles;
+* GEMMs (rows with ``Q = R = S = 1``: ``I = P``, ``K = C``, ``J = K``): ``tiled_matmul``
+  walks ``I``, ``J``, ``K`` in tiles of ``max(1, tile >> 4)`` array blocks (the template
+  divides by 16 whatever the array) of ``pe_dim`` = the build's array each, one ``loop_ws``
+  (LoopMatmul FSM) call per tile, edge tiles cut (`generator_matmul_tile`).
 
-Convolutions are therefore simulated call by call: each distinct call tile (one, or a few when
-tiles do not divide the image) is lowered in the LoopConv FSM's order (`_call_program`: weights
-outside, the tile's pixels streaming under each weight block; commands issued by the FSM one per
-cycle) and simulated once and twice back to back on the same buffers (``c1``, ``c2``); every
-further call costs ``max(c2 - c1, host_call_cycles)``. The scratchpad is not double-buffered
-across calls (each call loads into the same rows), which the back-to-back pair captures.
-
-GEMMs (``"stream"``; the generator's ``matmul_tilings.c`` rows, those with ``Q = R = S = 1``):
-the CPU issued the mapping's preloads and computes one by one (cycles
-follow ``MACs / (L0 rows x C_sp x K_sp)`` computes, Spearman 0.90 by themselves), so the row is
-lowered as the mapping says, unrolled, with ``host_issue_cycles`` between commands. Traces longer
-than ``budget_instructions`` are cut: the DRAM loops outside a chosen one run once, the chosen
-one once and twice, and the cycles are ``(c1 + (F - 1)(c2 - c1)) * repeats``. The published
-``tiled_matmul`` (tiles counted in DIM blocks, one ``loop_ws`` per tile) was tried and removed:
-on the GEMM rows of held-out layers (Fig. 6.12's by-layer split) it ranks them far worse
-(Spearman 0.44 against 0.70; Pearson 0.01 against 0.48), though its MAPE is lower (68% against
-205%).
+Each distinct call tile (one, or a few when tiles do not divide the extents) is lowered in the
+loop FSMs' order (`_call_program`: weights outside, the tile's rows streaming under each
+weight block; commands issued by the FSM one per cycle) and simulated once and twice back to
+back on the same buffers (``c1``, ``c2``); every further call costs
+``max(c2 - c1, host)``, with ``host`` the software's cycles per call (`RtlModel`).
 
 Global constants fitted on the training split (rows whose index is not a multiple of 5; the
-held-out split is reported separately): the DMA round trip (`TimingTable.dram_latency_cycles`),
-``host_issue_cycles`` and ``host_call_cycles`` (`RtlModel`), on a grid; the results move little
-across the grid.
+held-out split is reported separately): the DMA round trip and requests in flight
+(`TimingTable`) and the software's cycles per call (`RtlModel`), on a grid; the results move
+little across the grid.
 """
 
 from __future__ import annotations
@@ -76,6 +66,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.dosa_csv import integer, number, read_csv
+from accel.isa import GARBAGE_ADDR, Funct, IsaParams
 from accel.mapping import Mapping
 from accel.sim.engine import run_batch
 from accel.sim.timing import TimingTable
@@ -85,6 +76,7 @@ from workloads.layer import DIMS, Layer
 _R, _S, _P, _Q, _C, _K, _N = range(7)
 REG, ACC, SP, DRAM = range(4)
 RTL_DIM = 16
+PE_DIMS = (2, 4, 8, 16, 32, 64, 128)
 REQUIRED = ("mapping.mapping", "target.gemmini_cycle", "prob.R", "prob.S", "prob.P", "prob.Q",
             "prob.C", "prob.K", "prob.N")
 
@@ -157,90 +149,39 @@ def rtl_chip(sp_kb: float = 1024.0, acc_kb: float = 1024.0, dim: int = RTL_DIM
                           dram_bw_words=16.0, name="gemmini_rtl")
 
 
-def fold_spatial(mapping: Mapping, dim: int) -> Mapping:
-    """Fold spatial factors above ``dim`` onto a ``dim``-wide array: keep the largest divisor
-    that fits as the spatial factor and run the rest as a temporal loop (the array makes
-    several passes), innermost at the accumulator level, so every level's tile is unchanged
-    (K's fan-out sits below the scratchpad, C's below the accumulator, and the registers hold
-    no C or K loops)."""
-    temporal, spatial = mapping.temporal.copy(), mapping.spatial.copy()
-    order = mapping.order.copy()
-    for level in range(mapping.num_levels):
-        for d in range(len(DIMS)):
-            factor = int(spatial[level, d])
-            if factor > dim:
-                keep = max(x for x in range(1, dim + 1) if factor % x == 0)
-                spatial[level, d] = keep
-                at = min(ACC, level)
-                temporal[at, d] *= factor // keep
-                order[at] = [x for x in order[at] if x != d] + [d]
-    return Mapping(temporal=temporal, spatial=spatial, order=order, stages=mapping.stages,
-                   tags=mapping.tags)
-
-
 # ---------------------------------------------------------------------------------------------
 # Rows as simulation jobs.
 
 
 @dataclasses.dataclass(frozen=True)
 class RowPlan:
-    """How one row is simulated.
+    """How one row is simulated, on a ``dim``-wide array: each of ``problems`` is the on-chip
+    program of one distinct kernel call (``software`` ``"conv"``: a LoopConv call of
+    ``tiled_conv``; ``"matmul"``: a LoopMatmul call of ``tiled_matmul``), run ``counts[i]``
+    times; the first is the walk's first call, every dim's full tile. Each is simulated alone
+    (``c1``) and twice back to back (``c2``); the software issues the next call while one runs,
+    so a call costs ``steady = max(c2 - c1, host)`` in the stream, with ``host`` the software's
+    cycles per call, and the row ``c1[0] + host + sum(counts * steady) - steady[0]``."""
 
-    ``kind`` ``"calls"`` (a convolution): each of ``problems`` is the on-chip program of one
-    distinct kernel call, run ``counts[i]`` times (``calls`` in all; the first is the walk's
-    first call, every dim's full tile). Each is simulated alone (``c1``) and twice back to back
-    (``c2``); the software issues the next call while one runs, so a call costs
-    ``steady = max(c2 - c1, host)`` in the stream, with ``host`` the software's cycles per call,
-    and the row ``c1[0] + host + sum(counts * steady) - steady[0]``.
-    ``kind`` ``"stream"`` (a GEMM): the whole layer (one problem), or, when that trace is too
-    long, the layer with the DRAM loops outside loop ``j`` at one iteration and loop ``j`` at one
-    and two (two problems): ``(c1 + (trips - 1) * (c2 - c1)) * repeats``.
-    """
-
-    kind: str
     problems: tuple[tuple[Layer, Mapping], ...]
-    calls: int = 1
-    trips: int = 1
-    repeats: int = 1
-    counts: tuple[int, ...] = ()
+    counts: tuple[int, ...]
+    dim: int = RTL_DIM
+    software: str = "conv"
+
+    @property
+    def calls(self) -> int:
+        return sum(self.counts)
 
     @property
     def simulations(self) -> int:
         """How many simulated cycle counts `combine` takes."""
-        return 2 * len(self.problems) if self.kind == "calls" else len(self.problems)
+        return 2 * len(self.problems)
 
     def combine(self, cycles: Sequence[float], host_call_cycles: float = 0.0) -> float:
-        if self.kind == "calls":
-            counts = self.counts or (self.calls,)
-            c1 = [float(c) for c in cycles[0::2]]
-            steady = [max(float(b) - a, host_call_cycles) for a, b in zip(c1, cycles[1::2])]
-            return (c1[0] + host_call_cycles - steady[0]
-                    + sum(n * c for n, c in zip(counts, steady)))
-        if len(self.problems) == 1:
-            return float(cycles[0])
-        c1, c2 = float(cycles[0]), float(cycles[1])
-        return (c1 + (self.trips - 1) * max(c2 - c1, 0.0)) * self.repeats
-
-
-def _estimated_instructions(layer: Layer, mapping: Mapping, dim: int) -> float:
-    """About two instructions per compute: one per (row block, c-block, k-block, r, s)."""
-    cs = int(mapping.spatial[ACC, _C])
-    ks = int(mapping.spatial[SP, _K])
-    rows = max(1, min(dim, int(mapping.temporal[REG, _P] * mapping.temporal[REG, _Q])))
-    pixels = layer.N * layer.P * layer.Q
-    return 2.0 * math.ceil(pixels / rows) * layer.R * layer.S * math.ceil(
-        layer.C / cs) * math.ceil(layer.K / ks)
-
-
-def _cut(layer: Layer, mapping: Mapping, keep: dict[int, int]) -> tuple[Layer, Mapping]:
-    """The layer and mapping with some DRAM factors replaced (dim -> trip count)."""
-    temporal = mapping.temporal.copy()
-    changes = {}
-    for d, trips in keep.items():
-        full = int(temporal[DRAM, d])
-        temporal[DRAM, d] = trips
-        changes[DIMS[d]] = getattr(layer, DIMS[d]) // full * trips
-    return dataclasses.replace(layer, **changes), mapping.replace(temporal=temporal)
+        c1 = [float(c) for c in cycles[0::2]]
+        steady = [max(float(b) - a, host_call_cycles) for a, b in zip(c1, cycles[1::2])]
+        return (c1[0] + host_call_cycles - steady[0]
+                + sum(n * c for n, c in zip(self.counts, steady)))
 
 
 def _split(extent: int, dim: int) -> tuple[int, int]:
@@ -289,10 +230,10 @@ def _call_shapes(extents: np.ndarray, tile: np.ndarray) -> list[tuple[np.ndarray
 
 
 def _call_program(shape: np.ndarray, like: Mapping, dim: int) -> Mapping:
-    """One LoopConv call on a tile, in the FSM's loop order: channel blocks of
+    """One LoopConv or LoopMatmul call on a tile, in the FSMs' loop order: channel blocks of
     at most ``dim`` on the array (the chip runs DIM-wide blocks whatever the mapping's spatial
-    factors), kernel window and batch at the accumulator level, the tile's pixels at the
-    register level so each weight block streams all of them."""
+    factors), kernel window and batch at the accumulator level, the tile's pixels (a GEMM's
+    rows) at the register level so each weight block streams all of them."""
     temporal = np.ones((4, len(DIMS)), np.int64)
     spatial = np.ones((4, len(DIMS)), np.int64)
     temporal[REG, _P], temporal[REG, _Q] = shape[_P], shape[_Q]
@@ -307,36 +248,50 @@ def _call_program(shape: np.ndarray, like: Mapping, dim: int) -> Mapping:
                    tags=like.tags)
 
 
-def plan_row(layer: Layer, mapping: Mapping, dim: int = RTL_DIM,
-             budget_instructions: int = 40000) -> RowPlan:
-    """What the generator ran for one row (see the module docstring) as simulation problems."""
-    if layer.kind not in ("gemm", "gemv"):
-        shapes = _call_shapes(generator_extents(layer), generator_tile(mapping))
-        problems, counts = [], []
-        for shape, count in shapes:
-            sub = dataclasses.replace(layer, **{d: int(shape[i]) for i, d in enumerate(DIMS)},
-                                      pads=(0, 0, 0, 0))
-            problems.append((sub, _call_program(shape, mapping, dim)))
-            counts.append(count)
-        return RowPlan("calls", tuple(problems), calls=sum(counts), counts=tuple(counts))
-    program = fold_spatial(mapping, dim)
-    full = _estimated_instructions(layer, program, dim)
-    if full <= budget_instructions:
-        return RowPlan("stream", ((layer, program),))
-    loops = [d for d in program.order[DRAM] if program.temporal[DRAM, d] > 1]
-    chosen = len(loops) - 1
-    for j in range(len(loops)):
-        outer = math.prod(int(program.temporal[DRAM, loops[i]]) for i in range(j + 1))
-        if full * 2 / outer <= budget_instructions:
-            chosen = j
-            break
-    d = loops[chosen]
-    trips = int(program.temporal[DRAM, d])
-    base = {loops[i]: 1 for i in range(chosen)}
-    repeats = math.prod(int(program.temporal[DRAM, loops[i]]) for i in range(chosen))
-    return RowPlan("stream", (_cut(layer, program, {**base, d: 1}),
-                              _cut(layer, program, {**base, d: min(2, trips)})),
-                   trips=trips, repeats=repeats)
+def generator_pe_dim(mapping: Mapping) -> int:
+    """The array of the build a row ran on: the smallest of `PE_DIMS` that holds the
+    mapping's C fan-out (below the accumulator) and K fan-out (below the scratchpad)."""
+    widest = max(int(mapping.spatial[ACC, _C]), int(mapping.spatial[SP, _K]))
+    for dim in PE_DIMS:
+        if widest <= dim:
+            return dim
+    raise ConfigError(f"a spatial factor of {widest} is wider than any build DOSA ran "
+                      f"(largest {PE_DIMS[-1]}x{PE_DIMS[-1]})")
+
+
+def generator_matmul_tile(mapping: Mapping, dim: int) -> np.ndarray:
+    """The per-call tile of DOSA's ``tiled_matmul`` on a ``dim``-wide array: the script's tiles
+    (``extract_data_csv.py``: rows L1 P x L0 P, reduction L1 C x its fan-out, columns L1 K x
+    the scratchpad's K fan-out) become ``max(1, tile >> 4)`` array blocks
+    (``matmul_tilings.c``, which divides by 16 whatever the array), and each block is ``dim``
+    wide (``tiled_matmul_outer`` steps by ``tile * pe_dim``)."""
+    t, s = mapping.temporal, mapping.spatial
+    tiles = {_P: t[ACC, _P] * t[REG, _P], _C: t[ACC, _C] * s[ACC, _C],
+             _K: t[ACC, _K] * s[SP, _K]}
+    tile = np.ones(len(DIMS), np.int64)
+    for d, size in tiles.items():
+        tile[d] = max(1, int(size) >> 4) * dim
+    return tile
+
+
+def plan_row(layer: Layer, mapping: Mapping, dim: int | None = None) -> RowPlan:
+    """What the generator ran for one row (see the module docstring) as simulation problems:
+    one per distinct kernel call, on the row's build (`generator_pe_dim` unless ``dim``)."""
+    dim = dim or generator_pe_dim(mapping)
+    if layer.kind in ("gemm", "gemv"):
+        # The generator multiplied I = P, K = C, J = K; the batch is not a loop of its own.
+        extents = np.array([1, 1, layer.P, 1, layer.C, layer.K, 1], np.int64)
+        tile = generator_matmul_tile(mapping, dim)
+    else:
+        extents, tile = generator_extents(layer), generator_tile(mapping)
+    problems, counts = [], []
+    for shape, count in _call_shapes(extents, tile):
+        sub = dataclasses.replace(layer, **{d: int(shape[i]) for i, d in enumerate(DIMS)},
+                                  pads=(0, 0, 0, 0))
+        problems.append((sub, _call_program(shape, mapping, dim)))
+        counts.append(count)
+    return RowPlan(tuple(problems), tuple(counts), dim,
+                   "matmul" if layer.kind in ("gemm", "gemv") else "conv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,24 +327,23 @@ def metrics(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class RtlModel:
-    """The simulator's timing constants plus the two facts of the software that ran.
+    """The simulator's timing constants plus the software's cycles per kernel call
+    (``host_call_cycles`` for ``tiled_conv``, ``host_matmul_call_cycles`` for
+    ``tiled_matmul``): the C loop's tile bookkeeping and the configuration commands that
+    precede each LoopConv / LoopMatmul command on an in-order Rocket."""
 
-    ``host_issue_cycles``: cycles the host spends per primitive command it issues in a software
-    loop (address arithmetic and the RoCC instruction on an in-order Rocket), used for the
-    GEMM rows, whose preloads and computes the CPU issued one by one; the conv kernels' commands
-    come from the LoopConv FSM, one per cycle (``timing.issue_cycles``). ``host_call_cycles``:
-    software cycles per conv kernel call (tile bookkeeping and the CISC configuration
-    commands).
-    """
-
-    # DOSA's FireSim chip: its DMA keeps more requests out and its memory answers sooner than
-    # Gemmini's defaultConfig and the simulator's default latency say; a grid over
-    # max_inflight_requests {16, 32} x dram_latency_cycles {20, 40, 60} on the training split
-    # (first 300 rows) picks 32 and 20 (MAPE 43%, Spearman 0.90; 16 and 40: 78%, 0.89).
+    # DOSA's FireSim chips: a grid over max_inflight_requests {16, 32} x dram_latency_cycles
+    # {20, 40} x host_call_cycles {100, 150, 250, 400} x host_matmul_call_cycles
+    # {60, 100, 130} on the training split picks 32, 20, 250 and 130 (Spearman 0.955, MAPE
+    # 40%; with 16 and 20: 0.949, 53%; 32 and 40: 0.952, 48%). A matmul call's 130 is also what
+    # the rows of many tiny calls measure (4x4x4 calls on the 4x4 build: 131 cycles each).
     timing: TimingTable = dataclasses.field(default_factory=lambda: TimingTable(
         max_inflight_requests=32, dram_latency_cycles=20))
-    host_issue_cycles: int = 4
     host_call_cycles: int = 250
+    host_matmul_call_cycles: int = 130
+
+    def host_cycles(self, software: str) -> int:
+        return self.host_matmul_call_cycles if software == "matmul" else self.host_call_cycles
 
 
 LOWERING_ROOM = 4
@@ -398,35 +352,57 @@ the row's (or the chosen hardware's) buffer sizes. A row that does not fit even 
 the buffers of the chip DOSA measured (`DOSA_CHIP_BUFFER_KB`)."""
 
 DOSA_CHIP_BUFFER_KB = 4096.0
-"""The buffers of the chip DOSA's rows ran on: FireSim build
-``firesim_rocket_singlecore_16pe4kdummygemmini_nofirstlayer_no_nic_l2_llc4mb_ddr3``
-(charleshong3/firesim-dosa, ``deploy/built-hwdb-entries``; ``deploy/gemmini.py`` picks it for
-every conv and matmul workload), a 16x16 Gemmini of dummy element types (Gemmini's
-``Configs.scala`` ``dummyConfig``: memories that hold no data, so they can be made large),
-"4k" read as 4096 KiB, without first-layer optimizations. So a row whose tiles outgrow the
-hardware named for validation (``--hardware gemmini_default``) was still run as its mapping
-says; it is simulated on these buffers instead of skipped."""
+"""The buffers of the chips DOSA's rows ran on: FireSim builds
+``firesim_rocket_singlecore_{i}pe4kdummygemmini_nofirstlayer_no_nic_l2_llc4mb_ddr3``
+(charleshong3/firesim-dosa, ``deploy/built-hwdb-entries``, ``deploy/gemmini.py``), Gemminis of
+dummy element types (Gemmini's ``Configs.scala`` ``dummyConfig``: memories that hold no data,
+so they can be made large), "4k" read as 4096 KiB, without first-layer optimizations. So a
+row whose tiles outgrow the hardware named for validation (``--hardware gemmini_default``) was
+still run as its mapping says; it is simulated on these buffers instead of skipped."""
+
+
+_LOCAL_ADDRESSES = (  # (rs field, the functs whose low 32 bits of it are a local address)
+    (1, (Funct.PRELOAD, Funct.COMPUTE_PRELOADED, Funct.COMPUTE_ACCUMULATED)),
+    (2, (Funct.MVIN, Funct.MVIN2, Funct.MVIN3, Funct.MVOUT, Funct.PRELOAD,
+         Funct.COMPUTE_PRELOADED, Funct.COMPUTE_ACCUMULATED)),
+)
+
+
+def other_loop(arrays: tuple[np.ndarray, ...], sp_rows: int, acc_rows: int
+               ) -> tuple[np.ndarray, ...]:
+    """A call's trace as the loop FSM's other concurrent loop runs it: LoopConv and LoopMatmul
+    keep two loops in flight, loop ``i`` in rows ``[i * max / 2, (i + 1) * max / 2)`` of the
+    scratchpad and the accumulator (``LoopMatmul.scala`` ~1296, ``concurrent_loops = 2``), so
+    the next call's loads overlap this one's computes. Every local address but the garbage one
+    moves up by ``sp_rows`` or ``acc_rows``."""
+    funct = np.asarray(arrays[0])
+    out = [np.asarray(a, np.uint64).copy() for a in arrays]
+    for field, functs in _LOCAL_ADDRESSES:
+        local = out[field] & np.uint64(0xFFFFFFFF)
+        live = np.isin(funct, [int(f) for f in functs]) & (local != np.uint64(GARBAGE_ADDR))
+        shift = np.where(local >> np.uint64(31) & np.uint64(1), np.uint64(acc_rows),
+                         np.uint64(sp_rows))
+        out[field] = np.where(live, out[field] + shift, out[field])
+    return tuple(out[i].astype(np.asarray(arrays[i]).dtype) for i in range(len(arrays)))
 
 
 def simulate_rows(rows: Sequence[RtlRow], model: RtlModel | None = None, *, batch: int = 16,
-                  dim: int = RTL_DIM, budget_instructions: int = 40000,
-                  progress: Any = None,
+                  dim: int | None = None, progress: Any = None,
                   failures: dict[int, Exception] | None = None) -> np.ndarray:
-    """Predicted cycles of each row (timing only), in row order. With `failures` (a dict),
+    """Predicted cycles of each row (timing only), in row order, each on the build it ran on
+    (`generator_pe_dim`) unless ``dim`` names one array for all. With `failures` (a dict),
     a row that cannot be lowered is recorded there (row position -> the error) and predicted
     as NaN instead of ending the run (`prepare_rows`)."""
-    jobs, plans = prepare_rows(rows, dim=dim, budget_instructions=budget_instructions,
-                               progress=progress, failures=failures)
+    jobs, plans = prepare_rows(rows, dim=dim, progress=progress, failures=failures)
     return run_jobs(jobs, plans, model, batch=batch, progress=progress)
 
 
-def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
-                 budget_instructions: int = 40000,
-                 progress: Any = None, failures: dict[int, Exception] | None = None
+def prepare_rows(rows: Sequence[RtlRow], *, dim: int | None = None, progress: Any = None,
+                 failures: dict[int, Exception] | None = None
                  ) -> tuple[list, list[RowPlan | None]]:
     """Lower every row's problems once: ``(jobs, plans)`` for `run_jobs` (so the timing
     constants can be swept without lowering again). A job is ``(row position, problem
-    position, kind, hardware, trace arrays)``.
+    position, hardware, trace arrays)``.
 
     A row whose program does not fit the chip (`LOWERING_ROOM` times its buffers) raises a
     `ConfigError` naming it; with `failures` (a dict) it is recorded there instead (position
@@ -434,32 +410,36 @@ def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
     plan is None and it has no jobs."""
     from accel.lower import lower
 
-    def lowered(pos: int, row: RtlRow, hw: HardwareConfig) -> tuple[RowPlan, list]:
-        plan = plan_row(row.layer, row.mapping, dim, budget_instructions)
+    def lowered(pos: int, plan: RowPlan, hw: HardwareConfig) -> list:
+        # A call is lowered into one loop's half of the memories and simulated alone, and
+        # with the same call in the other half after it (`other_loop`).
+        half = dataclasses.replace(hw, sp_kb=hw.sp_kb / 2, acc_kb=hw.acc_kb / 2)
+        params = IsaParams.from_hardware(half)
         row_jobs = []
         for k, (layer, mapping) in enumerate(plan.problems):
-            # The FireSim build was generated without first-layer optimizations
+            # The FireSim builds were generated without first-layer optimizations
             # ("nofirstlayer", `DOSA_CHIP_BUFFER_KB`): no pixel repeats.
-            arrays = lower(layer, mapping, hw, check=False,
+            arrays = lower(layer, mapping, half, check=False,
                            first_layer=False).trace.as_arrays()
-            if plan.kind == "calls":  # the call alone, and twice back to back
-                row_jobs.append((pos, 2 * k, plan.kind, hw, arrays))
-                row_jobs.append((pos, 2 * k + 1, plan.kind, hw,
-                                 tuple(np.concatenate([a, a]) for a in arrays)))
-            else:
-                row_jobs.append((pos, k, plan.kind, hw, arrays))
-        return plan, row_jobs
+            second = other_loop(arrays, params.sp_rows, params.acc_rows)
+            # The software fences once, after its last call.
+            open_ = np.asarray(arrays[0]) != int(Funct.FENCE)
+            row_jobs.append((pos, 2 * k, hw, arrays))
+            row_jobs.append((pos, 2 * k + 1, hw, tuple(np.concatenate([a[open_], b])
+                                                       for a, b in zip(arrays, second))))
+        return row_jobs
 
     jobs, plans = [], []
     for pos, row in enumerate(rows):
-        hw = rtl_chip(LOWERING_ROOM * row.sp_kb, LOWERING_ROOM * row.acc_kb, dim)
         try:
+            plan = plan_row(row.layer, row.mapping, dim)
             try:
-                plan, row_jobs = lowered(pos, row, hw)
+                row_jobs = lowered(pos, plan, rtl_chip(LOWERING_ROOM * row.sp_kb,
+                                                       LOWERING_ROOM * row.acc_kb, plan.dim))
             except InfeasibleError:
-                big = max(DOSA_CHIP_BUFFER_KB, LOWERING_ROOM * row.sp_kb)
-                plan, row_jobs = lowered(pos, row, rtl_chip(
-                    big, max(DOSA_CHIP_BUFFER_KB, LOWERING_ROOM * row.acc_kb), dim))
+                row_jobs = lowered(pos, plan, rtl_chip(
+                    max(DOSA_CHIP_BUFFER_KB, LOWERING_ROOM * row.sp_kb),
+                    max(DOSA_CHIP_BUFFER_KB, LOWERING_ROOM * row.acc_kb), plan.dim))
         except BacoError as exc:
             if failures is None:
                 if isinstance(exc, InfeasibleError):
@@ -475,23 +455,21 @@ def prepare_rows(rows: Sequence[RtlRow], *, dim: int = RTL_DIM,
     return jobs, plans
 
 
-def run_jobs(jobs: list, plans: Sequence[RowPlan], model: RtlModel | None = None, *,
+def run_jobs(jobs: list, plans: Sequence[RowPlan | None], model: RtlModel | None = None, *,
              batch: int = 16, progress: Any = None) -> np.ndarray:
     """Simulate prepared jobs (timing only, batched per hardware) and combine per row."""
     model = model or RtlModel()
-    tables = {"calls": model.timing,
-              "stream": dataclasses.replace(model.timing, issue_cycles=model.host_issue_cycles)}
-    groups: dict[tuple, list] = {}
+    groups: dict[HardwareConfig, list] = {}
     for job in jobs:
-        groups.setdefault((job[3], job[2]), []).append(job)
+        groups.setdefault(job[2], []).append(job)
     cycles: dict[tuple[int, int], int] = {}
     done = 0
-    for (hw, kind), group in groups.items():
-        group.sort(key=lambda job: len(job[4][0]))
+    for hw, group in groups.items():
+        group.sort(key=lambda job: len(job[3][0]))
         for start in range(0, len(group), batch):
             part = group[start:start + batch]
-            results = run_batch([job[4] for job in part], hw, functional=False,
-                                timing_table=tables[kind])
+            results = run_batch([job[3] for job in part], hw, functional=False,
+                                timing_table=model.timing)
             for job, res in zip(part, results):
                 cycles[(job[0], job[1])] = res.cycles
             done += len(part)
@@ -503,7 +481,7 @@ def run_jobs(jobs: list, plans: Sequence[RowPlan], model: RtlModel | None = None
             out.append(float("nan"))
             continue
         out.append(plan.combine([cycles[(pos, k)] for k in range(plan.simulations)],
-                                model.host_call_cycles))
+                                model.host_cycles(plan.software)))
     return np.array(out, np.float64)
 
 
@@ -526,20 +504,22 @@ def validate_rtl_sim(path: str | pathlib.Path, *, limit: int | None = None,
         out["held_out"] = metrics(predicted[held], measured[held])
         out["train"] = metrics(predicted[~held], measured[~held])
     out["model"] = {**dataclasses.asdict(model.timing),
-                    "host_issue_cycles": model.host_issue_cycles,
-                    "host_call_cycles": model.host_call_cycles}
+                    "host_call_cycles": model.host_call_cycles,
+                    "host_matmul_call_cycles": model.host_matmul_call_cycles}
     return out
 
 
 __all__ = [
     "DOSA_CHIP_BUFFER_KB",
     "LOWERING_ROOM",
+    "PE_DIMS",
     "RTL_DIM",
     "RowPlan",
     "RtlModel",
     "RtlRow",
-    "fold_spatial",
     "generator_extents",
+    "generator_matmul_tile",
+    "generator_pe_dim",
     "generator_tile",
     "metrics",
     "parse_row",

@@ -1066,9 +1066,10 @@ class RtlAccuracy:
                  f" rows); held-out split: {split}, the hybrid trains on the rest."),
                  ("analytic: the exact analytical model on each row's architecture columns "
                  "(the Timeloop model that drew the mapping); sim: the lowered trace on the "
-                 "16x16 RTL chip model (`accel.sim.rtl.simulate_rows`); hybrid: analytic x "
-                 "exp(ATFormer residual) x a MAPE calibration factor fitted on the training "
-                 "rows' own validation layers (`perfmodels.atformer`).")]
+                 "RTL chip model, each row on the array it ran on "
+                 "(`accel.sim.rtl.simulate_rows`); hybrid: analytic x exp(ATFormer residual) "
+                 "x a MAPE calibration factor fitted on the training rows' own validation "
+                 "layers (`perfmodels.atformer`).")]
         if "hybrid" in params.predictors and hybrid_unavailable():
             notes.append(f"hybrid not available: {hybrid_unavailable()}")
         notes += _missing_note(n_cases, len(results))

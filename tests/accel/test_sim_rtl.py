@@ -57,18 +57,16 @@ def test_parse_row_builds_the_layer_and_mapping():
         rtl.parse_row({**ROWS[0], "target.gemmini_cycle": ""}, 0)
 
 
-def test_fold_spatial_keeps_every_tile():
-    m = Mapping.from_timeloop("L3[WIO] K2 - L2[WI] N1 K32X - L1[O] C3 C64X - L0[W] P4")
-    folded = rtl.fold_spatial(m, 16)
-    assert folded.spatial.max() == 16
-    assert int(folded.temporal[1, 4]) == 3 * 4 and int(folded.temporal[1, 5]) == 2
-    # The scratchpad tile and everything above it do not change; an accumulator instance (one
-    # per PE column) now holds the K values its column computes in turn.
-    ext = lambda x: np.cumprod(x.temporal * x.spatial, axis=0)
-    np.testing.assert_array_equal(ext(folded)[2:], ext(m)[2:])
-    odd = rtl.fold_spatial(Mapping.from_timeloop("L3[WIO] N1 - L2[WI] N1 K24X - L1[O] N1 - "
-                                                 "L0[W] N1"), 16)
-    assert int(odd.spatial[2, 5]) == 12 and int(odd.temporal[1, 5]) == 2
+def test_each_row_runs_on_the_build_its_fan_out_picked():
+    # DOSA's collection sorted each mapping to the smallest array holding its C fan-out (below
+    # the accumulator) and K fan-out (below the scratchpad) and ran it on that build.
+    dims = [rtl.generator_pe_dim(rtl.parse_row(row, i).mapping) for i, row in enumerate(ROWS)]
+    assert dims == [16, 32, 4, 8]
+    flat = Mapping.from_timeloop("L3[WIO] K4 - L2[WI] N1 - L1[O] C8 - L0[W] N1")
+    assert rtl.generator_pe_dim(flat) == rtl.PE_DIMS[0] == 2
+    wide = Mapping.from_timeloop("L3[WIO] N1 - L2[WI] N1 K256X - L1[O] N1 - L0[W] N1")
+    with pytest.raises(ConfigError, match="wider than any build"):
+        rtl.generator_pe_dim(wide)
 
 
 def test_conv_calls_follow_the_generator():
@@ -80,13 +78,13 @@ def test_conv_calls_follow_the_generator():
     # A square, "same"-padded image: the output side comes from P (Q is not used).
     assert rtl.generator_extents(conv.layer)[2:4].tolist() == [4, 4]
     plan = rtl.plan_row(conv.layer, conv.mapping)
-    assert plan.kind == "calls" and plan.calls == 8 and plan.counts == (8,)
+    assert plan.calls == 8 and plan.counts == (8,)
     sub, program = plan.problems[0]
     assert (sub.R, sub.S, sub.P, sub.Q, sub.C, sub.K) == (3, 3, 4, 1, 32, 16)
     assert sub.pads == (0, 0, 0, 0)
     np.testing.assert_array_equal(np.prod(program.temporal * program.spatial, axis=0),
                                   [3, 3, 4, 1, 32, 16, 1])
-    assert program.spatial.max() <= rtl.RTL_DIM
+    assert plan.dim == 16 and plan.software == "conv" and program.spatial.max() <= plan.dim
     # An even kernel: the output side is P + 1, so a 4-wide tile leaves a remainder call.
     even = Layer.conv2d(R=4, S=4, P=8, Q=8, C=16, K=16, pads=(2, 2, 2, 2))
     m = Mapping.from_timeloop("L3[WIO] Q8 P2 - L2[WI] N1 K16X - L1[O] R4 S4 C16X - L0[W] P4")
@@ -106,20 +104,33 @@ def test_plans_and_how_they_combine():
     assert plan.simulations == 2
     assert plan.combine([100, 160], host_call_cycles=20) == 100 + 20 + 7 * 60
     assert plan.combine([100, 110], host_call_cycles=20) == 100 + 20 + 7 * 20
-    two = rtl.RowPlan("calls", plan.problems * 2, calls=5, counts=(4, 1))
-    assert two.simulations == 4
+    two = rtl.RowPlan(plan.problems * 2, (4, 1))
+    assert two.simulations == 4 and two.calls == 5
     # The first call starts cold; every call then costs its steady-state cycles.
     assert two.combine([100, 160, 50, 70], host_call_cycles=30) == 100 + 30 + 3 * 60 + 30
+    model = rtl.RtlModel(host_call_cycles=7, host_matmul_call_cycles=3)
+    assert model.host_cycles("conv") == 7 and model.host_cycles("matmul") == 3
+
+
+def test_gemm_calls_follow_tiled_matmul():
     gemm = rtl.parse_row(ROWS[1], 1)
-    assert rtl.plan_row(gemm.layer, gemm.mapping).kind == "stream"
-    big = Layer.gemm(M=4096, K_red=4096, N_out=4096)
-    huge = Mapping.from_timeloop("L3[WIO] P64 K256 C256 - L2[WI] N1 K16X - L1[O] C16X - "
-                                 "L0[W] P64")
-    cut = rtl.plan_row(big, huge, budget_instructions=5000)
-    assert len(cut.problems) == 2 and cut.trips in (64, 256) and cut.repeats >= 1
-    one, two = cut.problems
-    assert one[0].macs * 2 == two[0].macs or cut.trips == 1
-    assert cut.combine([10, 15]) == (10 + (cut.trips - 1) * 5) * cut.repeats
+    plan = rtl.plan_row(gemm.layer, gemm.mapping)
+    # A 32x32 build; tiles of max(1, tile >> 4) blocks of 32: I 8 -> 32 rows, the reduction
+    # 4 x 32 = 128 -> 256, J 8 -> 32; each covers the whole (small) GEMM.
+    assert plan.software == "matmul" and plan.dim == 32 and plan.counts == (1,)
+    sub, program = plan.problems[0]
+    assert (sub.P, sub.C, sub.K) == (16, 128, 16)
+    assert program.spatial.max() <= 32
+    layer = Layer.gemm(M=102, K_red=64, N_out=40)
+    m = Mapping.from_timeloop("L3[WIO] P4 K5 - L2[WI] N1 K4X - L1[O] K2 C16 C4X - L0[W] P25")
+    tile = rtl.generator_matmul_tile(m, rtl.generator_pe_dim(m))
+    assert dict(zip("RSPQCKN", tile.tolist())) == {"R": 1, "S": 1, "P": 4, "Q": 1, "C": 16,
+                                                   "K": 4, "N": 1}
+    plan = rtl.plan_row(layer, m)
+    # I: 25 calls of 4 rows and one of 2; the reduction 4 calls of 16; J 10 calls of 4.
+    assert plan.counts == (25 * 4 * 10, 4 * 10)
+    assert [p[0].P for p in plan.problems] == [4, 2]
+    assert rtl.plan_row(layer, m, dim=16).dim == 16
 
 
 def test_metrics():
@@ -155,3 +166,36 @@ def test_validate_on_a_small_csv(tmp_path):
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(ConfigError):
         rtl.read_rtl_csv(bad)
+
+
+def test_the_next_call_runs_in_the_other_half_and_overlaps():
+    from accel.isa import GARBAGE_ADDR, Funct
+    from accel.lower import lower
+
+    conv = rtl.parse_row(ROWS[0], 0)
+    plan = rtl.plan_row(conv.layer, conv.mapping)
+    layer, program = plan.problems[0]
+    hw = rtl.rtl_chip(512, 512, plan.dim)
+    arrays = lower(layer, program, hw, check=False, first_layer=False).trace.as_arrays()
+    moved = rtl.other_loop(arrays, 1000, 70)
+    funct = np.asarray(arrays[0])
+    np.testing.assert_array_equal(moved[0], arrays[0])
+    configs = funct == int(Funct.CONFIG)
+    np.testing.assert_array_equal(moved[1][configs], arrays[1][configs])
+    np.testing.assert_array_equal(moved[2][configs], arrays[2][configs])
+    mvin = np.flatnonzero(funct == int(Funct.MVIN))[0]
+    assert int(moved[2][mvin]) - int(arrays[2][mvin]) == 1000  # a scratchpad row
+    mvout = np.flatnonzero(funct == int(Funct.MVOUT))[0]
+    assert int(moved[2][mvout]) - int(arrays[2][mvout]) == 70  # an accumulator row
+    garbage = (np.asarray(arrays[2], np.uint64) & np.uint64(0xFFFFFFFF)) == GARBAGE_ADDR
+    assert garbage.any()
+    np.testing.assert_array_equal(moved[2][garbage], arrays[2][garbage])
+    # Simulated: the second call's loads overlap the first's computes.
+    jobs, plans = rtl.prepare_rows([conv])
+    one, two = (job[3] for job in jobs)
+    assert len(two[0]) < 2 * len(one[0])  # one fence, after the last call
+    predicted = rtl.run_jobs(jobs, plans, rtl.RtlModel(host_call_cycles=0))
+    alone = rtl.run_jobs(jobs[:1] + [(0, 1, jobs[0][2], tuple(np.concatenate([a, a])
+                                                              for a in one))], plans,
+                         rtl.RtlModel(host_call_cycles=0))
+    assert predicted[0] < alone[0]
