@@ -41,6 +41,8 @@ class SimState:
     * ``dma_free``: ``[2]`` when the DMA's read (mvin) and write (mvout) channels are free;
     * ``mv_done``: ``[2, 16]`` completion of the last moves of the load and store controllers
       (a ring of their outstanding moves); ``mv_count``: ``[2]`` moves each has taken;
+    * ``mesh_done``: ``[16]`` when the last computes leave the array (a ring of the mesh's tag
+      queue); ``mesh_count``: computes issued;
     * ``w_time``, ``r_time``: ``[3, SP + ACC + 1]`` per queue and local row (accumulator rows
       after the scratchpad's), completion of the last command of that queue that wrote / read
       the row;
@@ -72,6 +74,8 @@ class SimState:
     dma_free: Any = None
     mv_done: Any = None
     mv_count: Any = None
+    mesh_done: Any = None
+    mesh_count: Any = None
     w_time: Any = None
     r_time: Any = None
     busy: Any = None

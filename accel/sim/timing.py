@@ -53,7 +53,9 @@ Per command (all derived from `TimingTable` and the `HardwareConfig`):
 The constants not read from Gemmini's generator configuration (the round-trip extras) were
 read off the chip's own probes (`data/gemmini_rtl_probes.csv`) and checked once, globally, on
 baco's programs run on the chip (`data/gemmini_rtl_baco_programs.csv`, `baco validate
-programs`). Not modelled: the mesh's tag limit, the TileLink A channel shared by read
+programs`). The mesh keeps at most `TimingTable.mesh_matmuls` computes in flight (its tag
+queue): a compute starts only when the one that many before it has left the array. Not
+modelled: the TileLink A channel shared by read
 requests and write beats, and DMA writes waiting on an accumulator bank the execute unit is
 writing.
 
@@ -78,6 +80,7 @@ from workloads.errors import ConfigError
 N_UNITS = 3
 RS_CAPACITY = 64  # largest reservation-station depth the scan state can hold
 MOVE_CAPACITY = 16  # largest number of outstanding moves per controller the scan state holds
+MESH_CAPACITY = 16  # largest number of matmuls in the mesh the scan state holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +140,11 @@ class TimingTable:
     # ExecuteController floors total_rows at 4 ("two writes to the same accumulator address
     # must occur at least 4 cycles apart").
     min_compute_rows: int = 4
+    # Matmuls in the mesh at once: MeshWithDelays' tag queue holds max_simultaneous_matmuls + 1
+    # = 5 x latency per PE (1 with tile_latency 0) + 1 = 6 (MeshWithDelays.scala ~48-56); a
+    # compute waits for a free entry (io.req.ready, ~248) and holds it until its last row
+    # leaves the array, so computes much shorter than the array's fill are throttled.
+    mesh_matmuls: int = 6
     # Configuration commands and fence take one cycle once they start.
     config_cycles: int = 1
     fence_cycles: int = 1
@@ -150,6 +158,8 @@ class TimingTable:
         for name in ("rs_entries_load", "rs_entries_execute", "rs_entries_store"):
             if not 1 <= getattr(self, name) <= RS_CAPACITY:
                 raise ConfigError(f"TimingTable.{name} must be 1..{RS_CAPACITY}")
+        if not 1 <= self.mesh_matmuls <= MESH_CAPACITY:
+            raise ConfigError(f"TimingTable.mesh_matmuls must be 1..{MESH_CAPACITY}")
         for name in ("dma_max_bytes", "issue_cycles", "fsm_issue_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TimingTable.{name} must be at least 1")
@@ -188,7 +198,7 @@ class TimingTable:
         """The few constants the scan itself reads (the rest are folded into `costs`)."""
         return np.array([self.issue_cycles, self.rs_entries_load, self.rs_entries_execute,
                          self.rs_entries_store, self.fence_cycles, self.fsm_issue_cycles,
-                         self.outstanding_moves(dim, hw)], np.int32)
+                         self.outstanding_moves(dim, hw), self.mesh_matmuls], np.int32)
 
     @classmethod
     def from_dict(cls, overrides: dict[str, Any] | None) -> TimingTable:
@@ -507,6 +517,8 @@ def init_state(local_rows: int) -> dict[str, Any]:
         "dma_free": jnp.zeros(2, jnp.int32),
         "mv_done": jnp.zeros((2, MOVE_CAPACITY), jnp.int32),
         "mv_count": jnp.zeros(2, jnp.int32),
+        "mesh_done": jnp.zeros(MESH_CAPACITY, jnp.int32),
+        "mesh_count": jnp.int32(0),
         "w_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
         "r_time": jnp.zeros((N_UNITS, local_rows), jnp.int32),
         "busy": jnp.zeros(N_UNITS, jnp.int32),
@@ -532,6 +544,7 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
     unit = ints[COL["unit"]]
     fence_cycles = params[4]
     n_cmds = params[6]
+    mesh_matmuls = params[7]
     issue_cycles = jnp.where(ints[COL["fsm"]] == 1, params[5], params[0])
     depth = params[1:4]
     nop = op == Op.NOP
@@ -566,8 +579,13 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
     # A controller keeps n_cmds moves outstanding: a move waits for the one n_cmds before it.
     mv_slot = t.mv_count[way] % n_cmds
     mv_free = jnp.where(uses_dma, t.mv_done[way, mv_slot], 0)
+    # A compute waits for a free entry of the mesh's tag queue: the one mesh_matmuls before it
+    # must have left the array.
+    matmul = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
+    mesh_slot = t.mesh_count % mesh_matmuls
+    mesh_free = jnp.where(matmul, t.mesh_done[mesh_slot], 0)
     start = jnp.maximum(jnp.maximum(enter, jnp.where(queued, t.unit_free[u], 0)),
-                        jnp.maximum(jnp.maximum(dep, drain), mv_free))
+                        jnp.maximum(jnp.maximum(dep, drain), jnp.maximum(mv_free, mesh_free)))
 
     # The channel is held at the steady rate (dma_free), but a move's last request goes out
     # as soon as the in-flight window lets it: one a cycle, at most `ahead` before the rate.
@@ -598,6 +616,9 @@ def step(t: Any, ints: Any, cost: Any, reads: Any, writes: Any, params: Any, dim
         mv_done=t.mv_done.at[way, mv_slot].set(jnp.where(live & uses_dma, done,
                                                           t.mv_done[way, mv_slot])),
         mv_count=t.mv_count.at[way].add((live & uses_dma).astype(jnp.int32)),
+        mesh_done=t.mesh_done.at[mesh_slot].set(jnp.where(live & matmul, done,
+                                                          t.mesh_done[mesh_slot])),
+        mesh_count=t.mesh_count + (live & matmul).astype(jnp.int32),
         w_time=w_time,
         r_time=r_time,
         busy=t.busy + jnp.where(onehot, occ, 0),

@@ -71,9 +71,10 @@ def test_each_row_runs_on_the_build_its_fan_out_picked():
 
 def test_conv_calls_follow_the_generator():
     conv = rtl.parse_row(ROWS[0], 0)
-    # The generator's tile: the factors below DRAM, spatial included, with L0's P counted twice.
+    # The script's tile: the accumulator level's factors, spatial included, with the
+    # scratchpad's K fan-out and L0's P (`extract_data_csv.py`).
     tile = rtl.generator_tile(conv.mapping)
-    assert dict(zip("RSPQCKN", tile.tolist())) == {"R": 3, "S": 3, "P": 16, "Q": 1, "C": 32,
+    assert dict(zip("RSPQCKN", tile.tolist())) == {"R": 3, "S": 3, "P": 4, "Q": 1, "C": 32,
                                                    "K": 16, "N": 1}
     # A square, "same"-padded image: the output side comes from P (Q is not used).
     assert rtl.generator_extents(conv.layer)[2:4].tolist() == [4, 4]
@@ -90,12 +91,11 @@ def test_conv_calls_follow_the_generator():
     m = Mapping.from_timeloop("L3[WIO] Q8 P2 - L2[WI] N1 K16X - L1[O] R4 S4 C16X - L0[W] P4")
     assert rtl.generator_extents(even)[2] == 9
     plan = rtl.plan_row(even, m)
-    # P: tile 4 x 4 = 16 covers the 9 columns in one call; Q: 9 rows one at a time.
-    assert plan.calls == 9 and plan.counts == (9,)
-    m = Mapping.from_timeloop("L3[WIO] Q8 P4 - L2[WI] N1 K16X - L1[O] R4 S4 C16X - L0[W] P2")
-    plan = rtl.plan_row(even, m)
+    # P: two calls of 4 columns and one of 1; Q: 9 rows one at a time.
     assert plan.counts == (18, 9) and plan.calls == 27
     assert [problem[0].P for problem in plan.problems] == [4, 1]
+    m = Mapping.from_timeloop("L3[WIO] Q8 P4 - L2[WI] N1 K16X - L1[O] R4 S4 C16X - L0[W] P2")
+    assert rtl.plan_row(even, m).counts == (36, 9)
 
 
 def test_plans_and_how_they_combine():
@@ -199,3 +199,43 @@ def test_the_next_call_runs_in_the_other_half_and_overlaps():
                                                               for a in one))], plans,
                          rtl.RtlModel(host_call_cycles=0))
     assert predicted[0] < alone[0]
+
+
+def test_calls_issue_in_the_loop_fsms_order():
+    from accel.isa import Funct, IsaParams
+    from accel.lower import lower
+    from accel.lower.check import expected_output, random_inputs
+    from accel.sim.decode import Unit, decode
+    from accel.sim.engine import run_batch
+
+    layer = Layer.conv2d(R=3, S=3, P=16, Q=8, C=4, K=4, pads=(1, 1, 1, 1))
+    m = Mapping.from_timeloop("L3[WIO] N1 - L2[WI] N1 K4X - L1[O] R3 S3 Q8 P4 C4X - L0[W] P4")
+    plan = rtl.plan_row(layer, m)
+    assert plan.dim == 4
+    sub, program = plan.problems[0]
+    hw = rtl.rtl_chip(64, 64, plan.dim)
+    arrays = lower(sub, program, hw, check=False, first_layer=False).trace.as_arrays()
+    ordered = rtl.fsm_order(arrays, hw)
+    key = lambda arr: list(zip(*(a.tolist() for a in arr)))
+    assert sorted(key(ordered)) == sorted(key(arrays))  # a permutation
+    unit = decode(arrays, IsaParams.from_hardware(hw), None).column("unit")
+    unit_after = decode(ordered, IsaParams.from_hardware(hw), None).column("unit")
+    for u in (Unit.LOAD, Unit.EXECUTE, Unit.STORE):  # each queue keeps its own order
+        assert key(tuple(a[unit_after == u] for a in ordered)) == key(
+            tuple(a[unit == u] for a in arrays))
+    funct = np.asarray(ordered[0])
+    mvins = np.flatnonzero(funct == int(Funct.MVIN))
+    computes = np.flatnonzero(np.isin(funct, [int(Funct.COMPUTE_PRELOADED),
+                                              int(Funct.COMPUTE_ACCUMULATED)]))
+    assert computes[0] < mvins[-1]  # computes go out while loads still do
+    assert funct[-1] == int(Funct.FENCE)
+    # The reservation station no longer holds every compute behind every load.
+    before, after = run_batch([arrays, ordered], hw, functional=False,
+                              timing_table=rtl.RtlModel().timing)
+    assert after.cycles < before.cycles
+    # Reordered, the program still computes numpy's answer: no dependence was broken.
+    low = lower(sub, program, hw, check=False, first_layer=False)
+    inputs, image, initialized = random_inputs(low, np.random.default_rng(0))
+    res = run_batch([ordered], hw, [image], initialized=[initialized])[0]
+    np.testing.assert_array_equal(low.layout.read(res.dram, "output"),
+                                  expected_output(low, inputs))
