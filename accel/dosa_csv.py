@@ -1,5 +1,6 @@
 """Reading DOSA's CSV datasets (``data/README.md``): the rows of a file and the numbers
-in them, with errors that name the file, the line and the column.
+in them, with errors that name the file, the line and the column, and the chip each RTL row
+ran on (`generator_pe_dim`).
 
 Both readers of these files use it: the simulator's RTL validation (`accel.sim.rtl`) and the
 analytical model's (`perfmodels.validate`).
@@ -12,6 +13,7 @@ import math
 import pathlib
 from collections.abc import Iterator, Sequence
 
+from accel.mapping import Mapping
 from workloads.errors import ConfigError
 
 DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -19,6 +21,23 @@ DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 ``data/README.md``)."""
 TIMELOOP_CSV = DATA_DIR / "timeloop_gemmini_10k.csv"
 RTL_CSV = DATA_DIR / "gemmini_rtl_train.csv"
+
+PE_DIMS = (2, 4, 8, 16, 32, 64, 128)
+"""The arrays of the FireSim builds DOSA's RTL rows ran on."""
+
+
+def generator_pe_dim(mapping: Mapping) -> int:
+    """The array of the build an RTL row ran on: the smallest of `PE_DIMS` that holds the
+    mapping's C fan-out (below the accumulator) and K fan-out (below the scratchpad). DOSA's
+    collection script sorted its mappings so (``gemmini_data_collection.py`` ``per_pe_dim``
+    in ``ucb-bar/gemmini-rocc-tests``, branch ``dosa``) and ran each group on the build of that
+    array (``charleshong3/firesim-dosa`` ``deploy/gemmini.py``); see `accel.sim.rtl`."""
+    widest = max(int(mapping.spatial[1, 4]), int(mapping.spatial[2, 5]))  # C at L1, K at L2
+    for dim in PE_DIMS:
+        if widest <= dim:
+            return dim
+    raise ConfigError(f"a spatial factor of {widest} is wider than any build DOSA ran "
+                      f"(largest {PE_DIMS[-1]}x{PE_DIMS[-1]})")
 
 
 def read_csv(path: str | pathlib.Path, required: Sequence[str], limit: int | None = None

@@ -99,6 +99,19 @@ def _cmd_surrogate_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _array_dim(text: str) -> int | str:
+    """``--array-dim``: a positive integer, or ``build``."""
+    if text == "build":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'build', got {text!r}")
+    return value
+
+
 def register(commands: Any) -> None:
     """Add ``dataset generate`` and ``surrogate train`` to the `baco` parser."""
     ds = commands.add_parser("dataset", help="simulator-labelled datasets").add_subparsers(
@@ -127,9 +140,10 @@ def register(commands: Any) -> None:
     p.add_argument("--holdout", type=float, default=0.2,
                    help="fraction of the layers held out for testing (0: train on all)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split")
-    p.add_argument("--array-dim", type=int, default=None,
-                   help="the PE array the cycles were measured on, if not the rows' arch.pe "
-                   "(16 for DOSA's RTL rows; default: each row's arch.pe)")
+    p.add_argument("--array-dim", type=_array_dim, default=None,
+                   help="the PE array the cycles were measured on, if not the rows' arch.pe: "
+                   "N (an N x N array) or 'build' (each row on the FireSim build its fan-out "
+                   "picked, as DOSA's RTL rows ran; default: each row's arch.pe)")
     p.add_argument("--limit", type=int, default=None,
                    help="only the first N rows (default: all)")
     p.add_argument("--epochs", type=int, default=80, help="most training epochs")

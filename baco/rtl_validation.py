@@ -118,7 +118,7 @@ class _Row:
 
 
 def _parse(raw: dict[str, str], index: int, source: str, cycles_key: str, predictor: str,
-           hw: HardwareConfig | None, array_dim: int | None) -> _Row:
+           hw: HardwareConfig | None, array_dim: int | str | None) -> _Row:
     """One row, stage by stage so that a failure has its reason (`SKIP_REASONS`)."""
     from accel.dosa_csv import integer, number
     from accel.mapping import Mapping
@@ -164,7 +164,9 @@ def _parse(raw: dict[str, str], index: int, source: str, cycles_key: str, predic
         out.skip(MALFORMED, exc)
         return out
     if hw is None and array_dim is not None:
-        row_hw = dataclasses.replace(row_hw, pe_rows=array_dim, pe_cols=array_dim)
+        from perfmodels.atformer.train import with_array
+
+        row_hw = with_array(row_hw, mapping, array_dim)
     try:
         mapping.check_structure(layer, row_hw)
     except BacoError as exc:
@@ -276,7 +278,9 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
                               "rows_total": len(rows), "skipped": skipped,
                               "skipped_fraction": (len(rows) - int(ok.sum())) / len(rows)}
     if hw is None and array_dim is not None:
-        report["hardware"] = f"arch columns with a {array_dim}x{array_dim} array"
+        report["hardware"] = ("arch columns with each row's FireSim build's array"
+                              if array_dim == "build"
+                              else f"arch columns with a {array_dim}x{array_dim} array")
     if model is not None:
         report["model"] = str(model)
     report.update(extra)

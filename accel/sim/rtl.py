@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
-from accel.dosa_csv import integer, number, read_csv
+from accel.dosa_csv import PE_DIMS, generator_pe_dim, integer, number, read_csv
 from accel.isa import GARBAGE_ADDR, Funct, IsaParams
 from accel.mapping import Mapping
 from accel.sim.decode import Unit, decode
@@ -79,7 +79,6 @@ from workloads.layer import DIMS, Layer
 _R, _S, _P, _Q, _C, _K, _N = range(7)
 REG, ACC, SP, DRAM = range(4)
 RTL_DIM = 16
-PE_DIMS = (2, 4, 8, 16, 32, 64, 128)
 REQUIRED = ("mapping.mapping", "target.gemmini_cycle", "prob.R", "prob.S", "prob.P", "prob.Q",
             "prob.C", "prob.K", "prob.N")
 
@@ -253,17 +252,6 @@ def _call_program(shape: np.ndarray, like: Mapping, dim: int) -> Mapping:
     order[REG] = [d for d in range(len(DIMS)) if d not in (_P, _Q)] + [_P, _Q]
     return Mapping(temporal=temporal, spatial=spatial, order=order, stages=like.stages,
                    tags=like.tags)
-
-
-def generator_pe_dim(mapping: Mapping) -> int:
-    """The array of the build a row ran on: the smallest of `PE_DIMS` that holds the
-    mapping's C fan-out (below the accumulator) and K fan-out (below the scratchpad)."""
-    widest = max(int(mapping.spatial[ACC, _C]), int(mapping.spatial[SP, _K]))
-    for dim in PE_DIMS:
-        if widest <= dim:
-            return dim
-    raise ConfigError(f"a spatial factor of {widest} is wider than any build DOSA ran "
-                      f"(largest {PE_DIMS[-1]}x{PE_DIMS[-1]})")
 
 
 def generator_matmul_tile(mapping: Mapping, dim: int) -> np.ndarray:

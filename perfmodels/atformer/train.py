@@ -55,6 +55,7 @@ import optax
 from flax import serialization
 
 from accel.arch import HardwareConfig
+from accel.dosa_csv import generator_pe_dim
 from accel.mapping import Mapping
 from perfmodels.analytic import fast_jit
 from perfmodels.atformer.features import NUM_FEATURES, Tokens, tokens_of
@@ -64,11 +65,15 @@ from workloads.errors import ConfigError
 from workloads.files import write_atomic
 from workloads.layer import Layer
 
-__all__ = ["FORMAT_VERSION", "TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset",
+BUILD = "build"
+"""``array_dim`` for rows measured on the FireSim build their fan-out picked (DOSA's RTL rows)."""
+
+__all__ = ["BUILD", "FORMAT_VERSION", "TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset",
            "Stats", "Surrogate", "TrainConfig", "active_tokens", "dataset_from_rows", "fit_tau",
            "hardware_warning", "load", "mape_scale", "member_residuals", "member_variance",
            "predict_compact", "predict_log",
-           "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train"]
+           "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train",
+           "with_array"]
 
 FORMAT_VERSION = 2
 """2 added ``stats.log_scale`` (`mape_scale`); `load` reads format 1 as ``log_scale`` 0."""
@@ -117,7 +122,7 @@ def dataset_from_rows(rows: Sequence[TimeloopRow]) -> Dataset:
                                [r.mapping for r in rows], [r.cycles for r in rows])
 
 
-def hardware_warning(rows: Sequence[TimeloopRow], array_dim: int | None, rtl: bool
+def hardware_warning(rows: Sequence[TimeloopRow], array_dim: int | str | None, rtl: bool
                      ) -> str | None:
     """One line when the rows' ``arch.*`` array is not the hardware the cycles were measured
     on, else None: with `array_dim`, rows whose ``arch.pe`` implies another array (they are
@@ -132,6 +137,8 @@ def hardware_warning(rows: Sequence[TimeloopRow], array_dim: int | None, rtl: bo
         arrays[key] = arrays.get(key, 0) + 1
     seen = ", ".join(f"{a}x{b} in {n}" for (a, b), n in
                      sorted(arrays.items(), key=lambda kv: -kv[1]))
+    if array_dim == BUILD:
+        return None
     if array_dim is not None:
         other = sum(n for (a, b), n in arrays.items() if (a, b) != (array_dim, array_dim))
         if not other:
@@ -143,19 +150,21 @@ def hardware_warning(rows: Sequence[TimeloopRow], array_dim: int | None, rtl: bo
     if rtl:
         return (f"RTL rows (target.gemmini_cycle) are trained on the arrays of their arch "
                 f"columns (arrays: {seen}); if the chip that ran them had another array "
-                f"(DOSA's RTL: 16x16), pass --array-dim")
+                f"(DOSA's RTL rows: the build their fan-out picked), pass --array-dim "
+                f"({BUILD} for DOSA's)")
     return None
 
 
 def read_dataset(path: str | os.PathLike, limit: int | None = None,
-                 array_dim: int | None = None, warnings: list[str] | None = None
+                 array_dim: int | str | None = None, warnings: list[str] | None = None
                  ) -> tuple[list[TimeloopRow], Dataset]:
     """Rows of a DOSA-format CSV (real RTL, or `baco dataset generate`'s simulator labels)
     labelled by ``target.gemmini_cycle`` if the file has it, else ``target.cycle``.
 
-    `array_dim` replaces the rows' PE array by an ``array_dim`` square one: the hardware the
-    cycles were measured on when it differs from the ``arch.*`` columns (DOSA's RTL rows ran
-    on a 16x16 Gemmini; ``arch.pe`` is the 128x128 Timeloop model that drew the mappings).
+    `array_dim` replaces the rows' PE array by an ``array_dim`` square one, or with
+    ``"build"`` by the one each row ran on (`with_array`): the hardware the cycles were
+    measured on when it differs from the ``arch.*`` columns (DOSA's RTL rows ran on builds of
+    4x4 to 64x64; ``arch.pe`` is the 128x128 Timeloop model that drew the mappings).
     With `warnings` (a list), `hardware_warning`'s line is appended to it when there is one.
     """
     path = pathlib.Path(path)
@@ -171,10 +180,16 @@ def read_dataset(path: str | os.PathLike, limit: int | None = None,
         if line:
             warnings.append(line)
     if array_dim is not None:
-        rows = [dataclasses.replace(r, hw=dataclasses.replace(r.hw, pe_rows=array_dim,
-                                                              pe_cols=array_dim))
-                for r in rows]
+        rows = [dataclasses.replace(r, hw=with_array(r.hw, r.mapping, array_dim)) for r in rows]
     return rows, dataset_from_rows(rows)
+
+
+def with_array(hw: Any, mapping: Any, array_dim: int | str) -> Any:
+    """`hw` with the array the row was measured on: ``array_dim`` x ``array_dim``, or with
+    ``"build"`` the FireSim build the row's fan-out picked (`accel.dosa_csv.generator_pe_dim`,
+    how DOSA's RTL rows ran)."""
+    dim = generator_pe_dim(mapping) if array_dim == BUILD else int(array_dim)
+    return dataclasses.replace(hw, pe_rows=dim, pe_cols=dim)
 
 
 def split_by_group(group: Any, fraction: float, seed: int) -> np.ndarray:

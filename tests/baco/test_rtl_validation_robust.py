@@ -3,6 +3,7 @@ hardware warning (its uncertainty shrink is tested in tests/perfmodels/test_atfo
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import pathlib
@@ -107,6 +108,15 @@ def test_malformed_files_are_one_line_errors(capsys, tmp_path):
     assert code == 2 and "binary.csv" in err and len(err.strip().splitlines()) == 1
     code, _, err = run(capsys, "validate", "rtl", str(RTL), "--hardware", "gemini_default")
     assert code == 2 and "gemmini_default" in err      # the closest preset is suggested
+
+
+def test_array_dim_is_a_size_or_build(capsys):
+    from baco.cli_surrogate import _array_dim
+
+    assert _array_dim("16") == 16 and _array_dim("build") == "build"
+    for bad in ("0", "-4", "16x16", "Build"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive integer or 'build'"):
+            _array_dim(bad)
 
 
 # --------------------------------------------------------------------------- training warning

@@ -275,6 +275,19 @@ def test_rtl_rows_become_tokens_with_layer_groups():
     np.testing.assert_allclose(np.exp(d.log_measured[0]), rows[0].cycles, rtol=1e-5)
 
 
+def test_rtl_rows_on_the_builds_they_ran_on():
+    from accel.dosa_csv import generator_pe_dim
+
+    rows, d = T.read_dataset(RTL, limit=60, array_dim=T.BUILD)
+    dims = [r.hw.pe_rows for r in rows]
+    assert dims == [generator_pe_dim(r.mapping) for r in rows] == [r.hw.pe_cols for r in rows]
+    assert len(set(dims)) > 1 and len(d) == 60
+    plain, _ = T.read_dataset(RTL, limit=60)
+    warning = T.hardware_warning(plain, None, rtl=True)
+    assert warning is not None and "--array-dim (build" in warning
+    assert T.hardware_warning(plain, T.BUILD, rtl=True) is None
+
+
 # --------------------------------------------------------------------------- uncertainty
 FAR_LAYERS = [Layer.gemm(M=8192, K_red=8192, N_out=8192),
               Layer.conv2d(R=7, S=7, P=224, Q=224, C=3, K=2048)]
