@@ -9,12 +9,15 @@ analytical model's (`perfmodels.validate`).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import pathlib
 from collections.abc import Iterator, Sequence
 
+from accel.arch import HardwareConfig
 from accel.mapping import Mapping
 from workloads.errors import ConfigError
+from workloads.layer import DIMS
 
 DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 """DOSA's rows as shipped in the project's ``data/`` folder (provenance and licence in
@@ -24,6 +27,9 @@ RTL_CSV = DATA_DIR / "gemmini_rtl_train.csv"
 
 PE_DIMS = (2, 4, 8, 16, 32, 64, 128)
 """The arrays of the FireSim builds DOSA's RTL rows ran on."""
+BUILD = "build"
+"""An ``array_dim`` (`with_array`) for rows measured on the build their fan-out picked."""
+_ACC, _SP = 1, 2  # the accumulator and scratchpad levels of DOSA's Gemmini mappings
 
 
 def generator_pe_dim(mapping: Mapping) -> int:
@@ -32,12 +38,21 @@ def generator_pe_dim(mapping: Mapping) -> int:
     collection script sorted its mappings so (``gemmini_data_collection.py`` ``per_pe_dim``
     in ``ucb-bar/gemmini-rocc-tests``, branch ``dosa``) and ran each group on the build of that
     array (``charleshong3/firesim-dosa`` ``deploy/gemmini.py``); see `accel.sim.rtl`."""
-    widest = max(int(mapping.spatial[1, 4]), int(mapping.spatial[2, 5]))  # C at L1, K at L2
+    widest = max(int(mapping.spatial[_ACC, DIMS.index("C")]),
+                 int(mapping.spatial[_SP, DIMS.index("K")]))
     for dim in PE_DIMS:
         if widest <= dim:
             return dim
     raise ConfigError(f"a spatial factor of {widest} is wider than any build DOSA ran "
                       f"(largest {PE_DIMS[-1]}x{PE_DIMS[-1]})")
+
+
+def with_array(hw: HardwareConfig, mapping: Mapping, array_dim: int | str
+               ) -> HardwareConfig:
+    """`hw` with the array a row was measured on: ``array_dim`` x ``array_dim``, or with
+    `BUILD` the build the row's fan-out picked (`generator_pe_dim`)."""
+    dim = generator_pe_dim(mapping) if array_dim == BUILD else int(array_dim)
+    return dataclasses.replace(hw, pe_rows=dim, pe_cols=dim)
 
 
 def read_csv(path: str | pathlib.Path, required: Sequence[str], limit: int | None = None

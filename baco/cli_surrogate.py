@@ -100,8 +100,10 @@ def _cmd_surrogate_train(args: argparse.Namespace) -> int:
 
 
 def _array_dim(text: str) -> int | str:
-    """``--array-dim``: a positive integer, or ``build``."""
-    if text == "build":
+    """``--array-dim``: a positive integer, or ``build`` (`accel.dosa_csv.BUILD`)."""
+    from accel.dosa_csv import BUILD
+
+    if text == BUILD:
         return text
     try:
         value = int(text)

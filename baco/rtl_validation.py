@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.dosa_csv import BUILD
 from perfmodels.atformer.metrics import fidelity
 from workloads.errors import BacoError, ConfigError, InfeasibleError, WorkloadError
 
@@ -120,7 +121,7 @@ class _Row:
 def _parse(raw: dict[str, str], index: int, source: str, cycles_key: str, predictor: str,
            hw: HardwareConfig | None, array_dim: int | str | None) -> _Row:
     """One row, stage by stage so that a failure has its reason (`SKIP_REASONS`)."""
-    from accel.dosa_csv import integer, number
+    from accel.dosa_csv import integer, number, with_array
     from accel.mapping import Mapping
     from perfmodels.atformer.train import layer_key
     from perfmodels.validate import TimeloopRow, hardware_from_row, layer_from_row
@@ -164,8 +165,6 @@ def _parse(raw: dict[str, str], index: int, source: str, cycles_key: str, predic
         out.skip(MALFORMED, exc)
         return out
     if hw is None and array_dim is not None:
-        from perfmodels.atformer.train import with_array
-
         row_hw = with_array(row_hw, mapping, array_dim)
     try:
         mapping.check_structure(layer, row_hw)
@@ -279,7 +278,7 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
                               "skipped_fraction": (len(rows) - int(ok.sum())) / len(rows)}
     if hw is None and array_dim is not None:
         report["hardware"] = ("arch columns with each row's FireSim build's array"
-                              if array_dim == "build"
+                              if array_dim == BUILD
                               else f"arch columns with a {array_dim}x{array_dim} array")
     if model is not None:
         report["model"] = str(model)

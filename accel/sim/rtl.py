@@ -274,7 +274,8 @@ def plan_row(layer: Layer, mapping: Mapping, dim: int | None = None) -> RowPlan:
     """What the generator ran for one row (see the module docstring) as simulation problems:
     one per distinct kernel call, on the row's build (`generator_pe_dim` unless ``dim``)."""
     dim = dim or generator_pe_dim(mapping)
-    if layer.kind in ("gemm", "gemv"):
+    matmul = layer.kind in ("gemm", "gemv")
+    if matmul:
         # The generator multiplied I = P, K = C, J = K; the batch is not a loop of its own.
         extents = np.array([1, 1, layer.P, 1, layer.C, layer.K, 1], np.int64)
         tile = generator_matmul_tile(mapping, dim)
@@ -286,8 +287,7 @@ def plan_row(layer: Layer, mapping: Mapping, dim: int | None = None) -> RowPlan:
                                   pads=(0, 0, 0, 0))
         problems.append((sub, _call_program(shape, mapping, dim)))
         counts.append(count)
-    return RowPlan(tuple(problems), tuple(counts), dim,
-                   "matmul" if layer.kind in ("gemm", "gemv") else "conv")
+    return RowPlan(tuple(problems), tuple(counts), dim, "matmul" if matmul else "conv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +428,9 @@ def fsm_order(arrays: tuple[np.ndarray, ...], hw: HardwareConfig) -> tuple[np.nd
         depth[i] = queue_depth[u] = after + 1
         last_read[u, r] = np.maximum(last_read[u, r], depth[i])
         last_write[u, w] = np.maximum(last_write[u, w], depth[i])
-    priority = np.array([_FSM_PRIORITY.get(int(u), 3) for u in unit.tolist()])
+    priority = np.full(len(unit), len(_FSM_PRIORITY))
+    for queue, rank in _FSM_PRIORITY.items():
+        priority[unit == queue] = rank
     order = np.lexsort((np.arange(len(unit)), priority, depth))
     return tuple(np.asarray(a)[order] for a in arrays)
 
@@ -470,9 +472,9 @@ def prepare_rows(rows: Sequence[RtlRow], *, dim: int | None = None, progress: An
                                      first_layer=False).trace.as_arrays(), half)
             second = other_loop(arrays, params.sp_rows, params.acc_rows)
             # The software fences once, after its last call.
-            open_ = np.asarray(arrays[0]) != int(Funct.FENCE)
+            unfenced = np.asarray(arrays[0]) != int(Funct.FENCE)
             row_jobs.append((pos, 2 * k, hw, arrays))
-            row_jobs.append((pos, 2 * k + 1, hw, tuple(np.concatenate([a[open_], b])
+            row_jobs.append((pos, 2 * k + 1, hw, tuple(np.concatenate([a[unfenced], b])
                                                        for a, b in zip(arrays, second))))
         return row_jobs
 

@@ -55,7 +55,7 @@ import optax
 from flax import serialization
 
 from accel.arch import HardwareConfig
-from accel.dosa_csv import generator_pe_dim
+from accel.dosa_csv import BUILD, with_array
 from accel.mapping import Mapping
 from perfmodels.analytic import fast_jit
 from perfmodels.atformer.features import NUM_FEATURES, Tokens, tokens_of
@@ -65,15 +65,11 @@ from workloads.errors import ConfigError
 from workloads.files import write_atomic
 from workloads.layer import Layer
 
-BUILD = "build"
-"""``array_dim`` for rows measured on the FireSim build their fan-out picked (DOSA's RTL rows)."""
-
 __all__ = ["BUILD", "FORMAT_VERSION", "TAU_MULTIPLE", "TAU_MULTIPLES", "TAU_QUANTILE", "Dataset",
            "Stats", "Surrogate", "TrainConfig", "active_tokens", "dataset_from_rows", "fit_tau",
            "hardware_warning", "load", "mape_scale", "member_residuals", "member_variance",
            "predict_compact", "predict_log",
-           "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train",
-           "with_array"]
+           "read_dataset", "residual_parts", "save", "shrink", "split_by_group", "train"]
 
 FORMAT_VERSION = 2
 """2 added ``stats.log_scale`` (`mape_scale`); `load` reads format 1 as ``log_scale`` 0."""
@@ -162,9 +158,9 @@ def read_dataset(path: str | os.PathLike, limit: int | None = None,
     labelled by ``target.gemmini_cycle`` if the file has it, else ``target.cycle``.
 
     `array_dim` replaces the rows' PE array by an ``array_dim`` square one, or with
-    ``"build"`` by the one each row ran on (`with_array`): the hardware the cycles were
-    measured on when it differs from the ``arch.*`` columns (DOSA's RTL rows ran on builds of
-    4x4 to 64x64; ``arch.pe`` is the 128x128 Timeloop model that drew the mappings).
+    ``"build"`` by the one each row ran on (`accel.dosa_csv.with_array`): the hardware the
+    cycles were measured on when it differs from the ``arch.*`` columns (DOSA's RTL rows ran on
+    builds of 4x4 to 64x64; ``arch.pe`` is the 128x128 Timeloop model that drew the mappings).
     With `warnings` (a list), `hardware_warning`'s line is appended to it when there is one.
     """
     path = pathlib.Path(path)
@@ -182,14 +178,6 @@ def read_dataset(path: str | os.PathLike, limit: int | None = None,
     if array_dim is not None:
         rows = [dataclasses.replace(r, hw=with_array(r.hw, r.mapping, array_dim)) for r in rows]
     return rows, dataset_from_rows(rows)
-
-
-def with_array(hw: Any, mapping: Any, array_dim: int | str) -> Any:
-    """`hw` with the array the row was measured on: ``array_dim`` x ``array_dim``, or with
-    ``"build"`` the FireSim build the row's fan-out picked (`accel.dosa_csv.generator_pe_dim`,
-    how DOSA's RTL rows ran)."""
-    dim = generator_pe_dim(mapping) if array_dim == BUILD else int(array_dim)
-    return dataclasses.replace(hw, pe_rows=dim, pe_cols=dim)
 
 
 def split_by_group(group: Any, fraction: float, seed: int) -> np.ndarray:
