@@ -19,7 +19,7 @@ _EXPORTS = {
     "CodesignConfig": ("baco.config", "CodesignConfig"),
     "CodesignResult": ("baco.result", "CodesignResult"),
     "ExperimentConfig": ("baco.config", "ExperimentConfig"),
-    "codesign": ("baco.codesign", None),        # a callable module: baco.codesign(network, ...)
+    "codesign": ("baco.codesign_loop", "codesign"),
     "errors": ("baco.errors", None),
     "load_network": ("baco.networks", "load_network"),
     "run_experiment": ("baco.run", "run_experiment"),

@@ -18,7 +18,7 @@ per-layer metrics are rewritten so that ``Σ count x metric`` is the network wit
 decisions (each layer takes its share of the fused chain by its unfused cycles and energy),
 so every consumer of `baco.rounding.Rounder.score` (starts, rounding, refinement, the result)
 sees fusion without knowing of it. The descent sees it too, relaxed
-(`baco.codesign.fused_totals`): a soft fuse-or-not per group over the chain's relaxed cost on
+(`baco.objective.fused_totals`): a soft fuse-or-not per group over the chain's relaxed cost on
 the relaxed hardware.
 
 Fusing needs the template's on-chip path (its ``onchip_path``; ``mvout_spad``: accumulator
@@ -47,6 +47,7 @@ from perfmodels.fusion import ChainDims, ChainEpilogue, chain_cost, chain_data_v
 from workloads.errors import BacoError, ConfigError, UnsupportedOpError
 from workloads.layer import Layer
 from workloads.network import Network
+
 
 def gemm_view(layer: Layer) -> Layer | None:
     """The GEMM a layer runs as in a fused chain: a GEMM as it is, a 1x1 convolution (stride

@@ -146,7 +146,7 @@ def baseline_hardware(config: ExperimentConfig, baco: CodesignResult) -> Hardwar
 def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, options: dict,
                   config: ExperimentConfig, hardware: HardwareConfig, progress: bool
                   ) -> CodesignResult:
-    from baco.codesign import Progress
+    from baco.progress import Progress
 
     kwargs = {"budget_samples": config.codesign.budget_samples, "seed": config.codesign.seed}
     kwargs.update(options)
@@ -221,8 +221,9 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     Returns:
       The results document written to ``results.json``.
     """
-    from baco.codesign import codesign, yardstick_name
+    from baco.codesign_loop import codesign
     from baco.networks import load_network
+    from baco.progress import yardstick_name
 
     config = ExperimentConfig.load(config_path, overrides)
     registry = baselines()

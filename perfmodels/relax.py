@@ -53,9 +53,10 @@ import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, HwParams, Template, hw_env, tensor_bits
 from accel.mapping import Mapping, footprint_kb, tile_words
-from perfmodels.analytic import Metrics, evaluate as evaluate_arrays, fast_jit, pack_layer
-from perfmodels.energy import area_excess
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
+from perfmodels.analytic import Metrics, fast_jit, pack_layer
+from perfmodels.analytic import evaluate as evaluate_arrays
+from perfmodels.energy import area_excess
 from workloads.errors import ConfigError
 from workloads.layer import DIMS, Layer
 
@@ -373,34 +374,41 @@ def _logit(p: Any) -> Any:
     return np.log(p) - np.log1p(-p)
 
 
-def from_mappings(space: RelaxSpace, mappings: Sequence[Mapping],
-                  sharpness: float = 30.0) -> RelaxedPoint:
-    """The point that decodes to these discrete mappings (to float precision): the learned
-    orders are the mappings' own, and `sharpness` is the logit margin that makes their
-    weight ~1."""
+def from_mappings(space: RelaxSpace, mappings: Sequence[Mapping], *, softness: float = _EPS,
+                  order_logit: float = 30.0, stage_logit: float | None = None,
+                  hw: Any = None) -> RelaxedPoint:
+    """The relaxed point of discrete mappings: factor logits ``log(share + softness)`` (the
+    default decodes to the mappings to float precision; a search starts softer, so that
+    gradients still move every slot), the mappings' own orders as the learned ones, ahead of
+    the fixed candidates by `order_logit`, and their own stages (or `stage_logit`
+    everywhere). In free mode the hardware is `hw` (default: the space's base)."""
     if len(mappings) != space.num_layers:
         raise ConfigError(f"relax: {len(mappings)} mappings for {space.num_layers} layers")
     t_mask, s_mask = space.template.temporal_mask, space.template.spatial_mask
-    n = space.template.num_levels
-    out = []
-    for b, m in enumerate(mappings):
-        dims = np.asarray(space.layers.dims[b], np.float64)
-        log_dims = np.log(dims)
-        lt = np.log(m.temporal.astype(np.float64))
-        ls = np.log(m.spatial.astype(np.float64))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ft = np.where(log_dims > 0, lt / log_dims, 0.0)
-            fs = np.where(log_dims > 0, ls / log_dims, 0.0)
-        t_logits = np.where(t_mask, np.log(ft + _EPS), 0.0)
-        s_logits = np.where(s_mask, np.log(fs + _EPS), 0.0)
-        order_logits = np.zeros((n, space.num_candidates))
-        order_logits[:, 0] = sharpness
-        stage_logits = _logit((m.stages.astype(np.float64) - 1.0) / (MAX_STAGES - 1.0))
-        out.append(RelaxedMapping(t_logits.astype(np.float32), s_logits.astype(np.float32),
-                                  order_logits.astype(np.float32), order_scores(m),
-                                  stage_logits.astype(np.float32)))
-    stacked = RelaxedMapping(*(np.stack(leaves) for leaves in zip(*out)))
-    return RelaxedPoint(mappings=stacked, hw=_hw_point(space))
+    log_dims = np.log(np.asarray(space.layers.dims, np.float64))               # [B, 7]
+    lt = np.log(np.stack([m.temporal for m in mappings]).astype(np.float64))   # [B, L, 7]
+    ls = np.log(np.stack([m.spatial for m in mappings]).astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ft = np.where(log_dims[:, None] > 0, lt / log_dims[:, None], 0.0)
+        fs = np.where(log_dims[:, None] > 0, ls / log_dims[:, None], 0.0)
+    t_logits = np.where(t_mask, np.log(ft + softness), 0.0)
+    s_logits = np.where(s_mask, np.log(fs + softness), 0.0)
+    n_layers, n_levels = lt.shape[:2]
+    order_logits = np.zeros((n_layers, n_levels, space.num_candidates), np.float32)
+    order_logits[..., 0] = order_logit
+    if stage_logit is None:
+        stages = np.stack([m.stages for m in mappings]).astype(np.float64)
+        stage_logits = _logit((stages - 1.0) / (MAX_STAGES - 1.0)).astype(np.float32)
+    else:
+        stage_logits = np.full((n_layers, n_levels), stage_logit, np.float32)
+    maps = RelaxedMapping(
+        temporal_logits=t_logits.astype(np.float32), spatial_logits=s_logits.astype(np.float32),
+        order_logits=order_logits,
+        order_scores=np.stack([order_scores(m) for m in mappings]),
+        stage_logits=stage_logits)
+    if hw is not None and space.hw_mode == "free":
+        return RelaxedPoint(mappings=maps, hw=RelaxedHardware.of(hw))
+    return RelaxedPoint(mappings=maps, hw=_hw_point(space))
 
 
 def order_scores(mapping: Mapping) -> np.ndarray:

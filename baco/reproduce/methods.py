@@ -120,7 +120,7 @@ def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = Fal
     from accel.arch import HardwareConfig
 
     if method.search == "baco":
-        from baco.codesign import codesign
+        from baco.codesign_loop import codesign
         config = codesign_config(method, seed)
         if area_budget_mm2 is not None:
             config = config.replace(area_budget_mm2=float(area_budget_mm2))

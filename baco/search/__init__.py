@@ -13,6 +13,9 @@ Every baseline is called the same way, ``BASELINES[name](network, budget_samples
   ``"eyeriss"``, ``"nvdla_small"``, ``"nvdla_large"`` or a Gemmini preset);
 * ``dosa``: DOSA-style gradient descent (`baco.search.dosa`).
 
+What every gradient search shares lives here too: start points (`baco.search.starts`) and
+the descent step (`baco.search.descent`).
+
 >>> sorted(BASELINES)
 ['bo', 'dosa', 'gemmini_default', 'random', 'random_pruned']
 """
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from baco.result import CodesignResult
 from baco.search._space import MappingSampler
 from baco.search.bayes_opt import bayes_opt
+from baco.search.descent import decode_many, make_optimizer, mask_layers, run_round
 from baco.search.dosa import dosa
 from baco.search.gemmini_tiler import (
     gemmini_default,
@@ -52,14 +56,18 @@ __all__ = [
     "MappingSampler",
     "base_hardware",
     "bayes_opt",
+    "decode_many",
     "dosa",
     "gemmini_default",
     "gemmini_mapping",
+    "make_optimizer",
+    "mask_layers",
     "outermost_mapping",
     "random_hardware_within",
     "random_pruned",
     "random_search",
     "resolve_network",
+    "run_round",
     "start_mappings",
     "tiled_conv_auto",
     "tiled_matmul_auto",

@@ -35,7 +35,7 @@ import sys
 import time
 
 from accel.design import design_of
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import ExperimentConfig
 from baco.networks import load_network
 from baco.yardsticks import YARDSTICKS, yardsticks

@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from accel.lower import split_epilogue  # noqa: E402
-from baco.codesign import codesign  # noqa: E402
+from baco.codesign_loop import codesign  # noqa: E402
 from baco.config import CodesignConfig, ExperimentConfig  # noqa: E402
 from baco.fusion import fused_chains  # noqa: E402
 from baco.networks import load_network  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from accel.arch import HardwareConfig  # noqa: E402
 from accel.lower import lower_gemm_chain  # noqa: E402
-from baco.codesign import codesign  # noqa: E402
+from baco.codesign_loop import codesign  # noqa: E402
 from baco.config import CodesignConfig  # noqa: E402
 from baco.fusion import plan_chain_tiles  # noqa: E402
 from baco.rounding import design_of  # noqa: E402

@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from accel.design import design_of
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig
 from baco.networks import load_network
 from baco.search.gemmini_tiler import gemmini_default

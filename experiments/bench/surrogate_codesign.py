@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig
 from perfmodels.analytic import exact_batch
 from perfmodels.atformer.hybrid import load_hybrid

@@ -8,7 +8,7 @@ import pathlib
 import sys
 
 import workloads
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import ExperimentConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ class Killed(Exception):
 def killed_after_round():
     """``run(*args, round=3, **kwargs)``: `baco.codesign` stopped by an exception after that
     round (its checkpoint, if any, left as a killed run leaves it)."""
-    from baco.codesign import codesign
+    from baco.codesign_loop import codesign
 
     def run(*args, round: int = 3, **kwargs) -> None:
         def kill(info) -> None:

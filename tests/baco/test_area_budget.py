@@ -16,9 +16,10 @@ import yaml
 import workloads
 from accel.arch import HardwareConfig
 from baco.cli import main
-from baco.codesign import Settings, codesign, objective
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig, ExperimentConfig
 from baco.errors import ConfigError, InfeasibleError
+from baco.objective import Settings, objective
 from baco.rounding import Rounder
 from perfmodels import relax
 from perfmodels.energy import area_excess, config_area_mm2, hardware_area_mm2, smallest_area_mm2

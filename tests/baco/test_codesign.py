@@ -14,9 +14,11 @@ import pytest
 
 import baco
 import workloads
-from baco import codesign as codesign_module
-from baco.codesign import CodesignWarning, Settings, codesign, objective, run_round
+from baco import codesign_loop as codesign_module
+from baco.codesign_loop import CodesignWarning, codesign
 from baco.config import ExperimentConfig
+from baco.objective import Settings, objective
+from baco.search import run_round
 from perfmodels import relax
 
 TINY = ExperimentConfig.load(Path(__file__).parent / "data" / "tiny.yaml")

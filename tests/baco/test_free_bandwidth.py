@@ -16,8 +16,9 @@ from accel.arch import HardwareConfig, level_arrays
 from accel.lower import lower
 from accel.mapping import Mapping
 from accel.sim import run
-from baco.codesign import Settings, codesign, objective
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig
+from baco.objective import Settings, objective
 from baco.rounding import Rounder
 from perfmodels import aware as aware_model
 from perfmodels import relax

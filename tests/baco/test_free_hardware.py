@@ -15,7 +15,8 @@ import pytest
 from accel.arch import HardwareConfig
 from accel.design import design_of
 from accel.mapping import Mapping
-from baco.codesign import Settings, objective, relaxed_from_mappings
+from baco.codesign_loop import OWN_ORDER_LOGIT, TWO_STAGES_LOGIT
+from baco.objective import Settings, objective
 from baco.refine import global_moves, narrow_moves
 from baco.rounding import Rounder, argmax_orders
 from baco.search.gemmini_tiler import gemmini_mapping
@@ -36,7 +37,9 @@ def _small_start():
     small = dataclasses.replace(HW, pe_rows=4, pe_cols=4, sp_kb=64.0, acc_kb=16.0)
     mapping, _ = gemmini_mapping(LAYER, small)
     space = relax.RelaxSpace.create(small, [LAYER], hw_mode="free")
-    return small, mapping, space, relaxed_from_mappings(space, [mapping], 0.05, small)
+    theta = relax.from_mappings(space, [mapping], softness=0.05, order_logit=OWN_ORDER_LOGIT,
+                                stage_logit=TWO_STAGES_LOGIT, hw=small)
+    return small, mapping, space, theta
 
 
 def test_the_tiles_grow_the_free_hardware_instead_of_overflowing_it():

@@ -12,7 +12,7 @@ import pytest
 
 from accel.arch import HardwareConfig
 from accel.design import design_of
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig
 from baco.fusion import FusionPlan, chain_figures, fused_chains, fusion_groups, path_area_mm2
 from baco.result import CodesignResult

@@ -12,7 +12,7 @@ import workloads
 from accel.arch import HardwareConfig
 from accel.mapping import Mapping
 from baco import cli
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig, ExperimentConfig
 from perfmodels import aware as aware_model
 from perfmodels.analytic import exact_batch

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import workloads
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import CodesignConfig, ExperimentConfig
 from baco.padding import _is_smooth, _rough_part, search_layer, smooth_size
 from baco.simulate import simulate_result

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import baco.codesign
+import baco.codesign_loop
 from baco.cli import main
 from baco.config import ExperimentConfig
 
@@ -76,7 +76,7 @@ def test_same_seed_gives_an_identical_results_json(first, tmp_path):
 
 def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monkeypatch,
                                                            capsys):
-    original = baco.codesign.codesign
+    original = baco.codesign_loop.codesign
 
     def killed_in_round_4(*args, **kwargs):
         def kill(info):
@@ -84,12 +84,12 @@ def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monke
                 raise KeyboardInterrupt
         return original(*args, on_round=kill, **kwargs)
 
-    monkeypatch.setattr(baco.codesign, "codesign", killed_in_round_4)
+    monkeypatch.setattr(baco.codesign_loop, "codesign", killed_in_round_4)
     code, _, err = run(capsys, "run", TINY, "--out", tmp_path, "--quiet")
     assert code == 130 and "--resume" in err
     assert not (tmp_path / "results.json").exists()
     assert (tmp_path / "checkpoint" / "baco.npz").exists()
-    monkeypatch.setattr(baco.codesign, "codesign", original)
+    monkeypatch.setattr(baco.codesign_loop, "codesign", original)
     code, out, _ = run(capsys, "run", TINY, "--out", tmp_path, "--resume", "--quiet")
     assert code == 0 and "baco vs dosa:" in out
     versus = next(line for line in out.splitlines() if "baco vs dosa:" in line)

@@ -13,7 +13,7 @@ import pytest
 import workloads
 from accel.arch import HardwareConfig
 from accel.design import design_of
-from baco.codesign import codesign
+from baco.codesign_loop import codesign
 from baco.config import ExperimentConfig
 from baco.rounding import Rounder
 from baco.run import results_document

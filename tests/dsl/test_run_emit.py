@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-import baco.codesign
+import baco.codesign_loop
 from baco.cli import build_parser
 from baco.dsl.emit import load_source
 from baco.result import CodesignResult
@@ -25,7 +25,7 @@ def test_run_parser_has_emit_kernels():
 @pytest.mark.slow
 def test_run_experiment_writes_kernels_next_to_results(tmp_path, monkeypatch):
     design = CodesignResult.from_json((DATA / "resnet50_codesign.json").read_text())
-    monkeypatch.setattr(baco.codesign, "codesign", lambda *a, **k: design)
+    monkeypatch.setattr(baco.codesign_loop, "codesign", lambda *a, **k: design)
     config = tmp_path / "exp.yaml"
     config.write_text("name: emit\nnetwork: resnet50\nhardware: gemmini_default\n"
                       "codesign: {seed: 3, budget_samples: 10}\nbaselines: []\n")

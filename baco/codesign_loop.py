@@ -40,16 +40,11 @@ half the learning rate and a `CodesignWarning`.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import io
 import json
 import math
 import os
 import pathlib
-import sys
 import time
-import types
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -57,34 +52,43 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from accel.arch import HardwareConfig
 from accel.design import Design, design_of
 from accel.mapping import Mapping
+from baco.checkpoint import load_checkpoint, save_checkpoint
 from baco.config import CodesignConfig
 from baco.importance import ImportanceConfig, ImportanceScheduler
+from baco.objective import (
+    FusionTerm,
+    HybridObjective,
+    Settings,
+    exact_residual,
+    load_predictor,
+    objective,
+)
 from baco.padding import search_layer
+from baco.progress import Progress, yardstick_name
 from baco.refine import global_moves, narrow_moves, neighbours
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Rounder, argmax_orders
 from baco.search import (
     base_hardware,
+    decode_many,
+    make_optimizer,
     outermost_mapping,
     random_hardware_within,
     resolve_network,
+    run_round,
     start_mappings,
 )
-from perfmodels import aware as aware_model
 from perfmodels import relax
-from perfmodels.analytic import fast_jit
-from perfmodels.energy import area_excess, check_area_budget
+from perfmodels.energy import check_area_budget
 from perfmodels.score import network_edp
 from workloads.errors import ConfigError, InfeasibleError
-from workloads.files import write_atomic
 from workloads.network import Network
 
-__all__ = ["CodesignWarning", "RoundInfo", "codesign", "objective"]
+__all__ = ["CodesignWarning", "RoundInfo", "codesign"]
 
 CHECKPOINT_VERSION = 4        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
 #                               4: free hardware grown by the tiles, narrowed arrays scored
@@ -96,6 +100,8 @@ OWN_ORDER_LOGIT = 2.0
 """A start's own loop orders' logit over the fixed candidates' 0 (weight 0.71 of 4): kept
 unless the gradient prefers another (ResNet-50 and BERT at 3,000 samples: 10% and 1.3% lower
 simulated EDP than equal weights)."""
+TWO_STAGES_LOGIT = float(np.log(1.0 / 3.0) - np.log(2.0 / 3.0))
+"""A start's stage logits: they decode to 2 stages."""
 
 
 class CodesignWarning(UserWarning):
@@ -110,270 +116,6 @@ class RoundInfo(NamedTuple):
     budget_samples: int
     best_edp: float
     seconds: float
-
-
-# --------------------------------------------------------------------------- objective
-class Settings(NamedTuple):
-    """Static (hashable) settings of the jitted step: jit retraces only when they change."""
-
-    aware: bool
-    penalty: float
-    log_max_pe: float
-    log_max_sp_kb: float
-    log_max_acc_kb: float
-    log_max_dram_bw: float
-    learning_rate: float
-    decay_steps: int
-    lr_final_fraction: float
-    round_steps: int
-    objective: Callable[..., Any]
-    area_budget_mm2: float | None = None
-    fusion: tuple[FusionTerm, ...] = ()
-
-
-class FusionTerm(NamedTuple):
-    """A fusable chain group in the relaxed objective (`baco.fusion.ChainGroup`, static)."""
-
-    uses: tuple[tuple[int, int], ...]   # (unique layer, instances per chain)
-    instances: int
-    dims: tuple[int, ...]               # perfmodels.fusion.ChainDims
-    softmax: bool = False               # the first GEMM's softmax passes (ChainEpilogue)
-
-
-FUSE_SOFTNESS = 0.1
-"""Width, in log EDP, of the soft fuse-or-not decision of the relaxed objective."""
-
-
-def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, hwp: Any,
-                 template: Any, settings: Settings) -> tuple[Any, Any]:
-    """Network totals with each fusable chain fused to the degree that pays: per group (in
-    order, as `baco.fusion.FusionPlan.decide`), the chain's relaxed cost on the relaxed
-    hardware (`perfmodels.fusion.chain_metrics` with relaxed trips, tiles by
-    `perfmodels.fusion.relaxed_chain_tiles`) replaces its layers' instances with weight
-    ``sigmoid(log EDP drop / FUSE_SOFTNESS)``; so the gradient sees what fusing would gain
-    (an accumulator large enough to keep E, for one) and what the layers apart cost."""
-    from perfmodels.fusion import ChainEpilogue, chain_metrics, relaxed_chain_tiles, relaxed_trips
-
-    for term in settings.fusion:
-        tiles, fits = relaxed_chain_tiles(hwp, term.dims)
-        fused_l, fused_e, _ = chain_metrics(template, hwp, term.dims, tiles, relaxed_trips,
-                                            settings.aware,
-                                            epilogue=ChainEpilogue(softmax=term.softmax))
-        fits = jnp.maximum(fits, 1e-6)      # where nothing fits, fusing costs ~1e6x
-        fused_l, fused_e = fused_l / fits, fused_e / fits
-        saved_l = term.instances * (sum(k * layer_cycles[i] for i, k in term.uses) - fused_l)
-        saved_e = term.instances * (sum(k * layer_pj[i] for i, k in term.uses) - fused_e)
-        gain = (jnp.log(cycles) + jnp.log(energy_pj) - jnp.log(cycles - saved_l)
-                - jnp.log(energy_pj - saved_e))
-        w = jax.nn.sigmoid(gain / FUSE_SOFTNESS)
-        cycles = cycles - w * saved_l
-        energy_pj = energy_pj - w * saved_e
-    return cycles, energy_pj
-
-
-def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings,
-              hybrid: Any = None) -> tuple[Any, tuple[Any, Any]]:
-    """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``.
-
-    The hardware: fixed; inferred from the tiles (min_hw); or the free variables grown to
-    hold the tiles (free: `perfmodels.relax.infer_hw` with them as its floor, padded rows
-    included when instruction-aware), so a tile that outgrows the array or a buffer pays for
-    the larger one rather than a penalty. Penalties (log excess, times ``settings.penalty``):
-    buffer overflow and fan-out beyond the hardware (fixed mode), PE dims beyond
-    ``max_pe_dim``, buffers beyond ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond
-    ``max_dram_bw_words``, and the hardware's area beyond ``area_budget_mm2``
-    (`perfmodels.energy.area_excess`: of the inferred or grown hardware, so the gradient
-    shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every
-    layer's cycles are multiplied by the surrogate's learned residual (differentiably).
-    """
-    maps = relax.decode_mappings(theta, space)
-    template = space.template
-    hwp = space.base
-    if space.hw_mode != "fixed":    # min_hw: the tiles' hardware; free: grown to hold them
-        floor = relax.free_hardware(theta, space) if space.hw_mode == "free" else None
-        hwp = aware_model.infer_hw(template, space.base if floor is None else floor,
-                                    space.layers, maps, space.tau, settings.aware, floor)
-    metrics = jax.vmap(lambda layer, m: aware_model.evaluate(template, layer, hwp, m,
-                                                              settings.aware))(space.layers, maps)
-    layer_cycles = metrics.cycles
-    if hybrid is not None:
-        residual = jax.vmap(lambda layer, m: hybrid.log_residual(template, layer, hwp, m))(
-            space.layers, maps)
-        layer_cycles = layer_cycles * jnp.exp(residual)
-    cycles = (layer_cycles * space.counts).sum()
-    energy_pj = (metrics.energy_pj * space.counts).sum()
-    if settings.fusion:
-        cycles, energy_pj = fused_totals(cycles, energy_pj, layer_cycles, metrics.energy_pj,
-                                         hwp, template, settings)
-    excess = (metrics.overflow + metrics.fanout_excess).sum()
-    for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
-                         (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb),
-                         (hwp.dram_bw_words, settings.log_max_dram_bw)):
-        excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
-    if settings.area_budget_mm2 is not None:
-        excess = excess + area_excess(template, hwp, settings.area_budget_mm2)
-    loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
-    return loss, (cycles, energy_pj)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class HybridObjective:
-    """`objective` with the hybrid predictor's cycles (hashed by identity: a static jit
-    argument inside `Settings`)."""
-
-    hybrid: Any
-
-    def __call__(self, theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings
-                 ) -> tuple[Any, tuple[Any, Any]]:
-        return objective(theta, space, settings, self.hybrid)
-
-
-def _residual(hybrid: Any) -> Any:
-    """The exact scores' correction of a hybrid predictor (None: the model's cycles)."""
-    return None if hybrid is None else hybrid.residual_grid
-
-
-def load_predictor(config: CodesignConfig, template: Any) -> Any:
-    """The `perfmodels.atformer.Hybrid` of a ``hybrid`` config, or of a ``sim_hybrid`` one's
-    ``model`` (its starting point); None for ``analytic``."""
-    if config.predictor == "analytic" or not config.model:
-        return None
-    from perfmodels.atformer.hybrid import load_hybrid
-    hybrid = load_hybrid(config.model)
-    hybrid.check_template(template)
-    return hybrid
-
-
-# --------------------------------------------------------------------------- optimizer
-class _Empty(NamedTuple):
-    pass
-
-
-def mask_layers(scaled: bool) -> optax.GradientTransformationExtraArgs:
-    """Zero the updates of the layers the scheduler did not choose (extra arg ``layer_mask``,
-    ``[layer]``); with `scaled`, also multiply everything by ``update_scale`` (the start's
-    learning-rate factor, halved after a non-finite step)."""
-
-    def init_fn(params: Any) -> _Empty:
-        del params
-        return _Empty()
-
-    def update_fn(updates: relax.RelaxedPoint, state: _Empty, params: Any = None, *,
-                  layer_mask: Any, update_scale: Any = 1.0, **extra: Any) -> tuple[Any, _Empty]:
-        del params, extra
-        scale = update_scale if scaled else 1.0
-
-        def per_layer(u: Any) -> Any:
-            return u * layer_mask.reshape(layer_mask.shape + (1,) * (u.ndim - 1)) * scale
-
-        maps = jax.tree_util.tree_map(per_layer, updates.mappings)
-        hw = None if updates.hw is None else jax.tree_util.tree_map(lambda u: u * scale,
-                                                                   updates.hw)
-        return relax.RelaxedPoint(mappings=maps, hw=hw), state
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
-
-
-def make_optimizer(settings: Settings) -> optax.GradientTransformationExtraArgs:
-    """Adam with a cosine decay over a start's steps, between the layer masks."""
-    schedule = optax.cosine_decay_schedule(settings.learning_rate, settings.decay_steps,
-                                           alpha=settings.lr_final_fraction)
-    return optax.chain(mask_layers(scaled=False), optax.scale_by_adam(),
-                       optax.scale_by_learning_rate(schedule), mask_layers(scaled=True))
-
-
-def _where_tree(cond: Any, new: Any, old: Any) -> Any:
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(cond, a, b), new, old)
-
-
-def _all_finite(tree: Any) -> Any:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
-    return jnp.stack(leaves).all()
-
-
-@functools.partial(fast_jit, static_argnames=("settings",))
-def run_round(thetas: relax.RelaxedPoint, opt_states: Any, masks: Any, scales: Any,
-              n_steps: Any, space: relax.RelaxSpace, settings: Settings
-              ) -> tuple[Any, Any, Any, Any]:
-    """``settings.round_steps`` Adam steps of every start (vmapped), as one `lax.scan`.
-
-    Start s takes its first ``n_steps[s]`` steps (the rest are no-ops, so the last round of a
-    budget compiles once). When a start's loss or gradient turns non-finite, it goes back to
-    its last good point -- the last parameters (and optimizer state) whose loss was finite --
-    and stops for the round. Returns ``(thetas, opt_states, last finite loss [S], finite
-    [S])``.
-    """
-    opt = make_optimizer(settings)
-    grad_fn = jax.value_and_grad(
-        lambda th: settings.objective(th, space, settings), has_aux=True)
-
-    def one(theta: Any, state: Any, good: Any, mask: Any, scale: Any, active: Any
-            ) -> tuple[Any, ...]:
-        (loss, _), grads = grad_fn(theta)
-        updates, new_state = opt.update(grads, state, theta, layer_mask=mask, update_scale=scale)
-        new_theta = optax.apply_updates(theta, updates)
-        ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(new_theta)
-        step = active & ok
-        restore = active & ~ok
-        theta_out = _where_tree(step, new_theta, _where_tree(restore, good[0], theta))
-        state_out = _where_tree(step, new_state, _where_tree(restore, good[1], state))
-        good = _where_tree(step, (theta, state), good)     # theta's loss was finite
-        return theta_out, state_out, good, jnp.where(step, loss, jnp.nan), ok | ~active
-
-    def body(carry: Any, i: Any) -> tuple[Any, None]:
-        theta, state, good, last, finite = carry
-        active = (i < n_steps) & finite
-        theta, state, good, loss, ok = jax.vmap(one)(theta, state, good, masks, scales, active)
-        last = jnp.where(active & ok, loss, last)
-        return (theta, state, good, last, finite & ok), None
-
-    init = (thetas, opt_states, (thetas, opt_states),
-            jnp.full(n_steps.shape, jnp.nan, jnp.float32), jnp.ones(n_steps.shape, bool))
-    (thetas, opt_states, _, last, finite), _ = jax.lax.scan(
-        body, init, jnp.arange(settings.round_steps))
-    return thetas, opt_states, last, finite
-
-
-@fast_jit
-def _decode_many(thetas: relax.RelaxedPoint, space: relax.RelaxSpace) -> Any:
-    """Every start's mappings and DRAM words/cycle (the base hardware's unless free)."""
-    maps, hwp = jax.vmap(relax.decode, in_axes=(0, None))(thetas, space)
-    return maps, jnp.broadcast_to(hwp.dram_bw_words, maps.stages.shape[:1])
-
-
-# --------------------------------------------------------------------------- relaxed starts
-def relaxed_from_mappings(space: relax.RelaxSpace, mappings: Sequence[Mapping],
-                          softness: float, hw: HardwareConfig | None = None
-                          ) -> relax.RelaxedPoint:
-    """A relaxed point near `mappings`: factor logits ``log(share + softness)`` (soft enough
-    that gradients still move every slot), stages 2, and the mappings' own orders as the
-    learned ones, ahead of the fixed candidates by `OWN_ORDER_LOGIT`.
-
-    Its factors decode to the mappings' up to the softness.
-    """
-    template = space.template
-    t_mask, s_mask = template.temporal_mask, template.spatial_mask
-    log_dims = np.log(np.asarray(space.layers.dims, np.float64))               # [B, 7]
-    lt = np.log(np.stack([m.temporal for m in mappings]).astype(np.float64))   # [B, L, 7]
-    ls = np.log(np.stack([m.spatial for m in mappings]).astype(np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ft = np.where(log_dims[:, None] > 0, lt / log_dims[:, None], 0.0)
-        fs = np.where(log_dims[:, None] > 0, ls / log_dims[:, None], 0.0)
-    t_logits = np.where(t_mask, np.log(ft + softness), 0.0)
-    s_logits = np.where(s_mask, np.log(fs + softness), 0.0)
-    n_layers, n_levels = lt.shape[:2]
-    stage = float(np.log(1.0 / 3.0) - np.log(2.0 / 3.0))     # decodes to 2 stages
-    order_logits = np.zeros((n_layers, n_levels, space.num_candidates), np.float32)
-    order_logits[..., 0] = OWN_ORDER_LOGIT
-    maps = relax.RelaxedMapping(
-        temporal_logits=t_logits.astype(np.float32), spatial_logits=s_logits.astype(np.float32),
-        order_logits=order_logits,
-        order_scores=np.stack([relax.order_scores(m) for m in mappings]),
-        stage_logits=np.full((n_layers, n_levels), stage, np.float32))
-    hw_point = None
-    if space.hw_mode == "free":
-        hw_point = relax.RelaxedHardware.of(hw or space.base_config)
-    return relax.RelaxedPoint(mappings=maps, hw=hw_point)
 
 
 # --------------------------------------------------------------------------- the search
@@ -428,7 +170,7 @@ class _Search:
             from baco.fusion import FusionPlan
             rounder_args["fusion"] = FusionPlan.of(net, aware=config.instruction_aware,
                                                    area_budget_mm2=config.area_budget_mm2)
-        self.rounder = Rounder(hw, self.layers, residual=_residual(self.hybrid),
+        self.rounder = Rounder(hw, self.layers, residual=exact_residual(self.hybrid),
                                **rounder_args)
         self.space = relax.RelaxSpace.create(hw, self.layers, counts=list(net.counts),
                                              hw_mode=config.hw_mode, tau=config.tau)
@@ -472,6 +214,15 @@ class _Search:
         self.sims_done = 0                # simulation rounds finished (sim_hybrid)
         self.refiner: ImportanceScheduler | None = None
         self.cursor = 0                                   # round-robin refinement order
+
+    def _relaxed(self, mappings: Sequence[Mapping], softness: float, hw: HardwareConfig | None
+                 ) -> relax.RelaxedPoint:
+        """A start near `mappings` (`perfmodels.relax.from_mappings`): logits soft enough that
+        gradients still move every slot, stages 2, the mappings' own orders ahead of the fixed
+        candidates by `OWN_ORDER_LOGIT`."""
+        return relax.from_mappings(self.space, mappings, softness=softness,
+                                   order_logit=OWN_ORDER_LOGIT, stage_logit=TWO_STAGES_LOGIT,
+                                   hw=hw or self.space.base_config)
 
     def _fusion_terms(self) -> tuple[FusionTerm, ...]:
         """The relaxed objective's fusion terms (none without fusion, or without the
@@ -535,7 +286,7 @@ class _Search:
         cfg = self.config
         start_id = self.next_start
         hw, mappings = self._draw_start()
-        theta = relaxed_from_mappings(self.space, mappings, cfg.init_softness, hw)
+        theta = self._relaxed(mappings, cfg.init_softness, hw)
         theta = jax.tree_util.tree_map(jnp.asarray, theta)
         state = make_optimizer(self.settings).init(theta)
         self.slot_start[slot] = start_id
@@ -589,7 +340,7 @@ class _Search:
         round compiles again)."""
         if hybrid is not None and hybrid is not self.hybrid:
             self.hybrid = hybrid
-            self.rounder = self.rounder.replace(residual=_residual(hybrid))
+            self.rounder = self.rounder.replace(residual=exact_residual(hybrid))
             self.settings = self.settings._replace(objective=HybridObjective(hybrid))
 
     def _simulation_round(self, final: bool) -> None:
@@ -694,7 +445,7 @@ class _Search:
         # design is scored with its array narrowed to the power of two below, too
         # (`baco.refine.narrow_moves`; a design with none is scored twice, charged once).
         idx = np.flatnonzero(active)
-        maps, dram_bw = jax.tree_util.tree_map(np.asarray, _decode_many(self.thetas, self.space))
+        maps, dram_bw = jax.tree_util.tree_map(np.asarray, decode_many(self.thetas, self.space))
         orders = argmax_orders(maps.order_weights, maps.rank)
         designs = self.rounder.round(maps.log_temporal, maps.log_spatial, orders, maps.stages,
                                      dram_bw)
@@ -714,8 +465,8 @@ class _Search:
                 self.schedulers[s].record(pick, metrics.energy_pj[s, pick],
                                           metrics.cycles[s, pick])
             if cfg.snap_to_rounded:
-                snapped = relaxed_from_mappings(self.space, designs[s].mappings(),
-                                                cfg.init_softness, designs[s].hw)
+                snapped = self._relaxed(designs[s].mappings(), cfg.init_softness,
+                                        designs[s].hw)
                 theta_s = _row(self.thetas, int(s))
                 theta_s = theta_s._replace(mappings=theta_s.mappings._replace(
                     temporal_logits=jnp.asarray(snapped.mappings.temporal_logits),
@@ -889,9 +640,8 @@ class _Search:
                                temporal=arrays["best_temporal"], spatial=arrays["best_spatial"],
                                order=arrays["best_order"], stages=arrays["best_stages"])
         if meta["has_theta"]:
-            probe_theta = relaxed_from_mappings(
-                self.space, [outermost_mapping(x, self.base_hw, 1) for x in self.layers], 0.5,
-                self.base_hw)
+            probe_theta = self._relaxed(
+                [outermost_mapping(x, self.base_hw, 1) for x in self.layers], 0.5, self.base_hw)
             probe_theta = jax.tree_util.tree_map(jnp.asarray, probe_theta)
             probe_state = make_optimizer(self.settings).init(probe_theta)
             theta_def = jax.tree_util.tree_structure(probe_theta)
@@ -962,22 +712,6 @@ def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> floa
     return cycles * energy_pj
 
 
-def save_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` to `path` (``.npz``) atomically: a temp file, then `os.replace`."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    write_atomic(path, buffer.getvalue())
-
-
-def load_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"checkpoint {path}: cannot read ({exc}); delete it to start over"
-                          ) from None
-
-
 def codesign(network: Network | str, template: str = "gemmini",
              config: CodesignConfig | None = None, *, hardware: HardwareConfig | None = None,
              progress: bool = False, checkpoint: str | os.PathLike | None = None,
@@ -1035,67 +769,3 @@ def codesign(network: Network | str, template: str = "gemmini",
     finally:
         bar.close()
     return search.result()
-
-
-def yardstick_name(config: CodesignConfig) -> str:
-    """What the search's own EDPs are measured on, as progress lines name it."""
-    name = "instruction-aware model" if config.instruction_aware else "plain model"
-    prefix = {"hybrid": "hybrid ", "sim_hybrid": "simulator-trained hybrid "}
-    return prefix.get(config.predictor, "") + name
-
-
-class Progress:
-    """A rich progress bar over a search's samples, naming the search and the yardstick of
-    the best EDP it shows (a no-op when disabled). Until the first update it says
-    "compiling": the first round traces and compiles the model, which takes seconds."""
-
-    def __init__(self, total: int, enabled: bool, label: str = "baco", yardstick: str = "",
-                 completed: int = 0, best_edp: float = math.inf) -> None:
-        self.bar = None
-        self.yardstick = yardstick
-        if not enabled:
-            return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-        self.bar = Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(bar_width=24),
-                            MofNCompleteColumn(), TextColumn("samples"), TimeElapsedColumn(),
-                            TextColumn("{task.description}"), console=Console(stderr=True))
-        self.task = self.bar.add_task(self._describe(best_edp, "compiling"), total=total,
-                                      completed=completed)
-        self.bar.start()
-
-    def _describe(self, best_edp: float, otherwise: str) -> str:
-        if not math.isfinite(best_edp):
-            return otherwise
-        return f"best EDP {best_edp:.4g}" + (f" ({self.yardstick})" if self.yardstick else "")
-
-    def update(self, samples: int, best_edp: float) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=samples,
-                            description=self._describe(best_edp, "best EDP -"))
-
-    def note(self, message: str) -> None:
-        """A line printed above the bar."""
-        if self.bar is not None:
-            self.bar.console.print(message, highlight=False)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-class _CallableModule(types.ModuleType):
-    """``baco.codesign`` is both this module and the function: the package attribute becomes
-    the module as soon as anything imports it, so the module forwards calls to `codesign`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> CodesignResult:
-        return codesign(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

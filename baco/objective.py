@@ -1,0 +1,151 @@
+"""BACO's relaxed objective: the whole network's log EDP plus penalties, on the relaxed
+mappings and hardware (`perfmodels.relax`), with the fusion terms of ``codesign.fusion`` and,
+for the hybrid predictors, the surrogate's learned residual."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from baco.config import CodesignConfig
+from perfmodels import aware as aware_model
+from perfmodels import relax
+from perfmodels.energy import area_excess
+
+__all__ = ["FUSE_SOFTNESS", "FusionTerm", "HybridObjective", "Settings", "exact_residual",
+           "fused_totals", "load_predictor", "objective"]
+
+
+class Settings(NamedTuple):
+    """Static (hashable) settings of the jitted step: jit retraces only when they change."""
+
+    aware: bool
+    penalty: float
+    log_max_pe: float
+    log_max_sp_kb: float
+    log_max_acc_kb: float
+    log_max_dram_bw: float
+    learning_rate: float
+    decay_steps: int
+    lr_final_fraction: float
+    round_steps: int
+    objective: Callable[..., Any]
+    area_budget_mm2: float | None = None
+    fusion: tuple[FusionTerm, ...] = ()
+
+
+class FusionTerm(NamedTuple):
+    """A fusable chain group in the relaxed objective (`baco.fusion.ChainGroup`, static)."""
+
+    uses: tuple[tuple[int, int], ...]   # (unique layer, instances per chain)
+    instances: int
+    dims: tuple[int, ...]               # perfmodels.fusion.ChainDims
+    softmax: bool = False               # the first GEMM's softmax passes (ChainEpilogue)
+
+
+FUSE_SOFTNESS = 0.1
+"""Width, in log EDP, of the soft fuse-or-not decision of the relaxed objective."""
+
+
+def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, hwp: Any,
+                 template: Any, settings: Settings) -> tuple[Any, Any]:
+    """Network totals with each fusable chain fused to the degree that pays: per group (in
+    order, as `baco.fusion.FusionPlan.decide`), the chain's relaxed cost on the relaxed
+    hardware (`perfmodels.fusion.chain_metrics` with relaxed trips, tiles by
+    `perfmodels.fusion.relaxed_chain_tiles`) replaces its layers' instances with weight
+    ``sigmoid(log EDP drop / FUSE_SOFTNESS)``; so the gradient sees what fusing would gain
+    (an accumulator large enough to keep E, for one) and what the layers apart cost."""
+    from perfmodels.fusion import ChainEpilogue, chain_metrics, relaxed_chain_tiles, relaxed_trips
+
+    for term in settings.fusion:
+        tiles, fits = relaxed_chain_tiles(hwp, term.dims)
+        fused_l, fused_e, _ = chain_metrics(template, hwp, term.dims, tiles, relaxed_trips,
+                                            settings.aware,
+                                            epilogue=ChainEpilogue(softmax=term.softmax))
+        fits = jnp.maximum(fits, 1e-6)      # where nothing fits, fusing costs ~1e6x
+        fused_l, fused_e = fused_l / fits, fused_e / fits
+        saved_l = term.instances * (sum(k * layer_cycles[i] for i, k in term.uses) - fused_l)
+        saved_e = term.instances * (sum(k * layer_pj[i] for i, k in term.uses) - fused_e)
+        gain = (jnp.log(cycles) + jnp.log(energy_pj) - jnp.log(cycles - saved_l)
+                - jnp.log(energy_pj - saved_e))
+        w = jax.nn.sigmoid(gain / FUSE_SOFTNESS)
+        cycles = cycles - w * saved_l
+        energy_pj = energy_pj - w * saved_e
+    return cycles, energy_pj
+
+
+def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings,
+              hybrid: Any = None) -> tuple[Any, tuple[Any, Any]]:
+    """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``.
+
+    The hardware: fixed; inferred from the tiles (min_hw); or the free variables grown to
+    hold the tiles (free: `perfmodels.relax.infer_hw` with them as its floor, padded rows
+    included when instruction-aware), so a tile that outgrows the array or a buffer pays for
+    the larger one rather than a penalty. Penalties (log excess, times ``settings.penalty``):
+    buffer overflow and fan-out beyond the hardware (fixed mode), PE dims beyond
+    ``max_pe_dim``, buffers beyond ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond
+    ``max_dram_bw_words``, and the hardware's area beyond ``area_budget_mm2``
+    (`perfmodels.energy.area_excess`: of the inferred or grown hardware, so the gradient
+    shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every
+    layer's cycles are multiplied by the surrogate's learned residual (differentiably).
+    """
+    maps = relax.decode_mappings(theta, space)
+    template = space.template
+    hwp = space.base
+    if space.hw_mode != "fixed":    # min_hw: the tiles' hardware; free: grown to hold them
+        floor = relax.free_hardware(theta, space) if space.hw_mode == "free" else None
+        hwp = aware_model.infer_hw(template, space.base if floor is None else floor,
+                                    space.layers, maps, space.tau, settings.aware, floor)
+    metrics = jax.vmap(lambda layer, m: aware_model.evaluate(template, layer, hwp, m,
+                                                              settings.aware))(space.layers, maps)
+    layer_cycles = metrics.cycles
+    if hybrid is not None:
+        residual = jax.vmap(lambda layer, m: hybrid.log_residual(template, layer, hwp, m))(
+            space.layers, maps)
+        layer_cycles = layer_cycles * jnp.exp(residual)
+    cycles = (layer_cycles * space.counts).sum()
+    energy_pj = (metrics.energy_pj * space.counts).sum()
+    if settings.fusion:
+        cycles, energy_pj = fused_totals(cycles, energy_pj, layer_cycles, metrics.energy_pj,
+                                         hwp, template, settings)
+    excess = (metrics.overflow + metrics.fanout_excess).sum()
+    for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
+                         (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb),
+                         (hwp.dram_bw_words, settings.log_max_dram_bw)):
+        excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
+    if settings.area_budget_mm2 is not None:
+        excess = excess + area_excess(template, hwp, settings.area_budget_mm2)
+    loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
+    return loss, (cycles, energy_pj)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HybridObjective:
+    """`objective` with the hybrid predictor's cycles (hashed by identity: a static jit
+    argument inside `Settings`)."""
+
+    hybrid: Any
+
+    def __call__(self, theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings
+                 ) -> tuple[Any, tuple[Any, Any]]:
+        return objective(theta, space, settings, self.hybrid)
+
+
+def exact_residual(hybrid: Any) -> Any:
+    """The exact scores' correction of a hybrid predictor (None: the model's cycles)."""
+    return None if hybrid is None else hybrid.residual_grid
+
+
+def load_predictor(config: CodesignConfig, template: Any) -> Any:
+    """The `perfmodels.atformer.Hybrid` of a ``hybrid`` config, or of a ``sim_hybrid`` one's
+    ``model`` (its starting point); None for ``analytic``."""
+    if config.predictor == "analytic" or not config.model:
+        return None
+    from perfmodels.atformer import load_hybrid
+    hybrid = load_hybrid(config.model)
+    hybrid.check_template(template)
+    return hybrid
