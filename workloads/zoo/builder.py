@@ -8,6 +8,8 @@ bounds, slice starts) are ``Constant`` nodes.
 The builder computes each tensor's shape itself (it needs them to size the next weight), and
 `GraphBuilder.build` checks the model with ``onnx.checker`` and ONNX's strict shape inference,
 then compares every inferred shape with its own: a builder bug cannot slip through silently.
+The graph under construction and that check are `workloads.zoo.graph`'s; this module holds the
+operators.
 
 >>> b = GraphBuilder("tiny")
 >>> x = b.input("x", (1, 3, 8, 8))
@@ -24,13 +26,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from workloads.errors import WorkloadError
+from workloads.zoo.graph import OPSET, GraphRecord, Shape
 
-OPSET = 17
-Shape = tuple[int, ...]
+__all__ = ["OPSET", "GraphBuilder", "Param", "Shape"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,85 +104,12 @@ def _broadcast(a: Shape, b: Shape) -> Shape:
     return tuple(out)
 
 
-class GraphBuilder:
+class GraphBuilder(GraphRecord):
     """Builds one ONNX graph, operator by operator, with static shapes.
 
     Methods take tensor names and return the name of the new tensor. ``name`` arguments name
     the node (and prefix its weights), which is what `from_onnx` reports as the layer name.
     """
-
-    def __init__(self, name: str, dtype: int = TensorProto.FLOAT):
-        self.name = name
-        self.dtype = dtype
-        self._nodes: list[onnx.NodeProto] = []
-        self._inputs: list[onnx.ValueInfoProto] = []
-        self._weights: list[onnx.ValueInfoProto] = []
-        self._outputs: list[str] = []
-        self._shapes: dict[str, Shape] = {}
-        self._used: set[str] = set()
-        self._serial = 0
-
-    # ------------------------------------------------------------------ plumbing
-    def shape(self, x: str) -> Shape:
-        return self._shapes[x]
-
-    def _fresh(self, base: str) -> str:
-        """A tensor or node name not used before (``base``, then ``base_1``...)."""
-        name, i = base, 0
-        while name in self._used:
-            i += 1
-            name = f"{base}_{i}"
-        self._used.add(name)
-        return name
-
-    def _auto(self, op: str) -> str:
-        self._serial += 1
-        return f"{op.lower()}_{self._serial}"
-
-    def _node(self, op: str, inputs: Sequence[str], shape: Shape, name: str | None = None,
-              **attrs) -> str:
-        node_name = self._fresh(name or self._auto(op))
-        out = self._fresh(f"{node_name}.out")
-        self._nodes.append(helper.make_node(op, list(inputs), [out], name=node_name, **attrs))
-        self._shapes[out] = tuple(int(d) for d in shape)
-        return out
-
-    def input(self, name: str, shape: Sequence[int]) -> str:
-        """An activation fed to the network (an image, token embeddings, a KV cache)."""
-        name = self._fresh(name)
-        self._inputs.append(helper.make_tensor_value_info(name, self.dtype, list(shape)))
-        self._shapes[name] = tuple(int(d) for d in shape)
-        return name
-
-    def weight(self, name: str, shape: Sequence[int]) -> str:
-        """A parameter, declared as a static-shaped graph input (never allocated)."""
-        name = self._fresh(name)
-        self._weights.append(helper.make_tensor_value_info(name, self.dtype, list(shape)))
-        self._shapes[name] = tuple(int(d) for d in shape)
-        return name
-
-    def const(self, values: Sequence[int | float], dtype: int = TensorProto.INT64) -> str:
-        """A small 1-D constant (a shape, slice bounds, a scalar) as a ``Constant`` node."""
-        values = list(values)
-        node_name = self._fresh(self._auto("const"))
-        out = self._fresh(f"{node_name}.out")
-        tensor = helper.make_tensor(f"{node_name}.value", dtype, [len(values)], values)
-        self._nodes.append(helper.make_node("Constant", [], [out], name=node_name, value=tensor))
-        self._shapes[out] = (len(values),)
-        return out
-
-    def scalar(self, value: float) -> str:
-        """A 0-d float constant for elementwise ops (scale factors, epsilons)."""
-        node_name = self._fresh(self._auto("const"))
-        out = self._fresh(f"{node_name}.out")
-        tensor = helper.make_tensor(f"{node_name}.value", self.dtype, [], [float(value)])
-        self._nodes.append(helper.make_node("Constant", [], [out], name=node_name, value=tensor))
-        self._shapes[out] = ()
-        return out
-
-    def output(self, x: str) -> None:
-        """Mark a tensor as a graph output (keeps its producers alive through DCE)."""
-        self._outputs.append(x)
 
     # ------------------------------------------------------------------ convolutions
     def conv(self, x: str, out_channels: int, kernel: int | Sequence[int], *,
@@ -382,27 +310,3 @@ class GraphBuilder:
                          f"{name}.sqrt")
         y = self.div(x, rms, name=f"{name}.div")
         return self.mul(y, self.weight(f"{name}.weight", (shape[-1],)), name=name)
-
-    # ------------------------------------------------------------------ finish
-    def build(self) -> onnx.ModelProto:
-        """The checked ModelProto (opset 17), with inferred shapes for every tensor."""
-        if not self._outputs:
-            raise WorkloadError(f"graph {self.name!r} has no outputs")
-        outputs = [helper.make_tensor_value_info(o, self.dtype, list(self._shapes[o]))
-                   for o in self._outputs]
-        graph = helper.make_graph(self._nodes, self.name, self._inputs + self._weights, outputs)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                                  producer_name="baco.zoo")
-        try:
-            onnx.checker.check_model(model, full_check=True)
-            inferred = onnx.shape_inference.infer_shapes(model, check_type=True,
-                                                         strict_mode=True)
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-            raise WorkloadError(f"zoo graph {self.name!r} is not valid ONNX: {exc}") from exc
-        for vi in inferred.graph.value_info:
-            dims = tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
-            if vi.name in self._shapes and dims != self._shapes[vi.name]:
-                raise WorkloadError(
-                    f"zoo graph {self.name!r}: tensor {vi.name!r} has shape {dims} by ONNX "
-                    f"inference but {self._shapes[vi.name]} by the builder")
-        return inferred
