@@ -26,21 +26,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any
 
 import numpy as np
 
-from accel.arch import MAX_STAGES, TENSORS, HardwareConfig, level_arrays, tensor_bits
+from accel.arch import (
+    MAX_STAGES,
+    TENSORS,
+    HardwareConfig,
+    Template,
+    level_arrays,
+    tensor_bits,
+)
+from accel.timeloop import format_timeloop, parse_timeloop
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
 NUM_DIMS = len(DIMS)
 DIM_INDEX = {d: i for i, d in enumerate(DIMS)}
 _R, _S, _P, _Q, _C, _K, _N = range(NUM_DIMS)
-
-_TOKEN = re.compile(r"([A-Za-z]+)(\d+)([XY]?)")
-_HEAD = re.compile(r"L(\d+)\[([A-Za-z]*)\]")
 
 
 # --------------------------------------------------------------------------- shared formulas
@@ -170,62 +174,12 @@ class Mapping:
         max), which is the 2-stage case here, hence the default ``stages=2`` below the
         outermost level; Timeloop's own capacity check is single-buffered.
         """
-        if not isinstance(text, str) or not text.strip():
-            raise ConfigError(f"timeloop mapping: expected a non-empty string, got {text!r}")
-        parts = [p.strip() for p in re.split(r"\s+-\s+", text.strip())]
-        n = len(parts)
-        temporal = np.ones((n, NUM_DIMS), np.int64)
-        spatial = np.ones((n, NUM_DIMS), np.int64)
-        order = np.zeros((n, NUM_DIMS), np.int64)
-        tags: list[str] = [""] * n
-        for pos, part in enumerate(parts):
-            words = part.split()
-            head = _HEAD.fullmatch(words[0]) if words else None
-            if head is None:
-                raise ConfigError(f"timeloop mapping {text!r}: level {pos} starts with "
-                                  f"{words[0] if words else part!r}; expected e.g. 'L3[WIO]'")
-            level = int(head.group(1))
-            if level != n - 1 - pos:
-                raise ConfigError(f"timeloop mapping {text!r}: found L{level} where "
-                                  f"L{n - 1 - pos} was expected (levels run L{n - 1} .. L0)")
-            tag = head.group(2).upper()
-            if any(t not in TENSORS for t in tag) or len(set(tag)) != len(tag):
-                raise ConfigError(f"timeloop mapping {text!r}: L{level} keeps {tag!r}; "
-                                  "expected letters from W, I, O")
-            tags[level] = "".join(t for t in TENSORS if t in tag)
-            listed: list[int] = []
-            seen_spatial: set[int] = set()
-            for word in words[1:]:
-                tok = _TOKEN.fullmatch(word)
-                if tok is None or tok.group(1).upper() not in DIM_INDEX:
-                    raise ConfigError(f"timeloop mapping {text!r}: L{level} has token "
-                                      f"{word!r}; expected a dim from {''.join(DIMS)} and a "
-                                      "factor, e.g. 'K16' or 'K16X'")
-                d = DIM_INDEX[tok.group(1).upper()]
-                factor = int(tok.group(2))
-                if factor < 1:
-                    raise ConfigError(f"timeloop mapping {text!r}: L{level} factor {word!r} "
-                                      "must be at least 1")
-                if tok.group(3):
-                    if d in seen_spatial:
-                        raise ConfigError(f"timeloop mapping {text!r}: L{level} has two "
-                                          f"spatial factors for {DIMS[d]}")
-                    seen_spatial.add(d)
-                    spatial[level, d] = factor
-                    continue
-                if factor == 1:
-                    continue  # a loop of one iteration (Timeloop's "N1" placeholder)
-                if d in listed:
-                    raise ConfigError(f"timeloop mapping {text!r}: L{level} has two temporal "
-                                      f"loops over {DIMS[d]}")
-                listed.append(d)
-                temporal[level, d] = factor
-            unlisted = [d for d in range(NUM_DIMS) if d not in listed]
-            order[level] = unlisted + listed
+        temporal, spatial, order, tags = parse_timeloop(text)
+        n = len(tags)
         stage_arr = np.full(n, int(stages), np.int64)
         stage_arr[-1] = 1
         return cls(temporal=temporal, spatial=spatial, order=order, stages=stage_arr,
-                   tags=tuple(tags))
+                   tags=tags)
 
     # ------------------------------------------------------------------ views
     @property
@@ -234,16 +188,7 @@ class Mapping:
 
     def to_timeloop(self) -> str:
         """Timeloop's compact form; `from_timeloop` inverts it exactly."""
-        parts = []
-        for level in range(self.num_levels - 1, -1, -1):
-            words = [f"L{level}[{self.tags[level]}]"]
-            loops = [f"{DIMS[d]}{self.temporal[level, d]}" for d in self.order[level]
-                     if self.temporal[level, d] > 1]
-            words += loops or ["N1"]
-            words += [f"{DIMS[d]}{self.spatial[level, d]}X" for d in range(NUM_DIMS)
-                      if self.spatial[level, d] > 1]
-            parts.append(" ".join(words))
-        return " - ".join(parts)
+        return format_timeloop(self.temporal, self.spatial, self.order, self.tags)
 
     def __repr__(self) -> str:
         return f"Mapping({self.to_timeloop()!r}, stages={self.stages.tolist()})"
@@ -408,27 +353,8 @@ class Mapping:
         template = hw.template_spec
         arrays = level_arrays(template, hw.to_params(), np)
         n = template.num_levels
-        dims = layer.dims
         for _ in range(max(1, tries)):
-            temporal = np.ones((n, NUM_DIMS), np.int64)
-            spatial = np.ones((n, NUM_DIMS), np.int64)
-            for d, dim in enumerate(DIMS):
-                left = dims[dim]
-                slots = [(l, "s") for l in range(n) if template.spatial_mask[l, d]]
-                slots += [(l, "t") for l in range(n - 1) if template.temporal_mask[l, d]]
-                rng.shuffle(slots)
-                for l, kind in slots:
-                    if left == 1:
-                        break
-                    divs = _divisors(left)
-                    if kind == "s":
-                        room = arrays.fanout[l] / np.prod(spatial[l])
-                        divs = [x for x in divs if x <= room]
-                    # the smaller of two draws: favours small inner tiles
-                    pick = int(divs[min(rng.integers(len(divs), size=2))])
-                    (spatial if kind == "s" else temporal)[l, d] = pick
-                    left //= pick
-                temporal[n - 1, d] = left
+            temporal, spatial = _random_factors(template, arrays.fanout, layer.dims, rng)
             order = np.stack([rng.permutation(NUM_DIMS) for _ in range(n)])
             st = (rng.integers(1, 3, size=n) if stages is None
                   else np.full(n, int(stages), np.int64))
@@ -439,6 +365,33 @@ class Mapping:
                 return m
         raise InfeasibleError(f"no random mapping of {layer.config_str()} fits "
                               f"{hw.name or hw.template} after {tries} tries")
+
+
+def _random_factors(template: Template, fanout: np.ndarray, dims: dict[str, int],
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(temporal, spatial)``: each dim split into random divisors over the slots the
+    template allows (spatial within ``fanout``), the outermost level taking the rest."""
+    n = template.num_levels
+    temporal = np.ones((n, NUM_DIMS), np.int64)
+    spatial = np.ones((n, NUM_DIMS), np.int64)
+    for d, dim in enumerate(DIMS):
+        left = dims[dim]
+        slots = [(l, "s") for l in range(n) if template.spatial_mask[l, d]]
+        slots += [(l, "t") for l in range(n - 1) if template.temporal_mask[l, d]]
+        rng.shuffle(slots)
+        for l, kind in slots:
+            if left == 1:
+                break
+            divs = _divisors(left)
+            if kind == "s":
+                room = fanout[l] / np.prod(spatial[l])
+                divs = [x for x in divs if x <= room]
+            # the smaller of two draws: favours small inner tiles
+            pick = int(divs[min(rng.integers(len(divs), size=2))])
+            (spatial if kind == "s" else temporal)[l, d] = pick
+            left //= pick
+        temporal[n - 1, d] = left
+    return temporal, spatial
 
 
 def _divisors(n: int) -> list[int]:
