@@ -7,6 +7,8 @@ reproduce table6_6 --quick``; their ``results.json`` and ``table.csv`` are compa
 field, wall-clock fields aside. Prints every difference and exits 1 if there is one.
 
     python experiments/bench/same_results.py BEFORE [AFTER]     # AFTER: the work tree
+    python experiments/bench/same_results.py BEFORE --save before.json  # BEFORE's side only
+    python experiments/bench/same_results.py --load before.json [AFTER] # against a saved side
 
 Run from the project root; each commit takes several minutes on 2 cores.
 """
@@ -80,23 +82,39 @@ def checkout(rev: str, into: pathlib.Path) -> pathlib.Path:
     return into
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("before", help="a commit (e.g. HEAD~3)")
-    parser.add_argument("after", nargs="?", help="a commit (default: the work tree as it is)")
-    args = parser.parse_args(argv)
+def _results_of(rev: str | None) -> dict[str, Any]:
+    """The parsed outputs of every case run with commit `rev` (None: the work tree)."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = pathlib.Path(tmp)
-        trees = [checkout(args.before, tmp_path / "before")]
-        trees.append(checkout(args.after, tmp_path / "after") if args.after else ROOT)
+        tree = ROOT if rev is None else checkout(rev, tmp_path / "tree")
         try:
-            results = [run_all(tree, tmp_path / f"out{i}") for i, tree in enumerate(trees)]
+            return run_all(tree, tmp_path / "out")
         finally:
-            for tree in trees:
-                if tree != ROOT:
-                    subprocess.run(["git", "worktree", "remove", "--force", str(tree)],
-                                   cwd=ROOT, check=False)
-    diffs = differences(*results)
+            if tree != ROOT:
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)],
+                               cwd=ROOT, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("revs", nargs="*", metavar="REV",
+                        help="BEFORE [AFTER] (commits; AFTER defaults to the work tree as it "
+                        "is); with --load, AFTER only")
+    parser.add_argument("--save", metavar="FILE",
+                        help="run BEFORE only and write its results to FILE (JSON)")
+    parser.add_argument("--load", metavar="FILE",
+                        help="take BEFORE's results from FILE (written by --save)")
+    args = parser.parse_args(argv)
+    revs: list[str | None] = list(args.revs)
+    if len(revs) > (1 if args.load or args.save else 2) or (not revs and not args.load):
+        parser.error("give BEFORE [AFTER], BEFORE --save FILE, or --load FILE [AFTER]")
+    before = json.loads(pathlib.Path(args.load).read_text()) if args.load else None
+    if before is None:
+        before = _results_of(revs.pop(0))
+        if args.save:
+            pathlib.Path(args.save).write_text(json.dumps(before))
+            return 0
+    diffs = differences(before, _results_of(revs[0] if revs else None))
     for name in RUNS:
         mine = [d for d in diffs if d.startswith(f".{name}")]
         print(f"{name}: {'identical' if not mine else f'{len(mine)} difference(s)'}")
