@@ -69,7 +69,7 @@ from baco.objective import (
 )
 from baco.padding import search_layer
 from baco.progress import Progress, yardstick_name
-from baco.refine import global_moves, narrow_moves, neighbours
+from baco.refine import GLOBAL_MOVES, narrow_moves, round_moves
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.rounding import Rounder, argmax_orders
 from baco.search import (
@@ -84,7 +84,7 @@ from baco.search import (
 )
 from perfmodels import relax
 from perfmodels.energy import check_area_budget
-from perfmodels.score import network_edp
+from perfmodels.score import network_edp, plain_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
 
@@ -94,8 +94,6 @@ CHECKPOINT_VERSION = 4        # 2: learned loop orders; 3: free-mode DRAM bandwi
 #                               4: free hardware grown by the tiles, narrowed arrays scored
 ROUNDED_PER_START = 2
 """Designs scored per start and round: the rounded one and its array narrowed."""
-GLOBAL_MOVES = 32
-"""Most whole-network moves (`baco.refine.global_moves`) per refinement round."""
 OWN_ORDER_LOGIT = 2.0
 """A start's own loop orders' logit over the fixed candidates' 0 (weight 0.71 of 4): kept
 unless the gradient prefers another (ResNet-50 and BERT at 3,000 samples: 10% and 1.3% lower
@@ -499,20 +497,10 @@ class _Search:
         rng = np.random.default_rng(np.asarray(
             jax.random.randint(key, (4,), 0, np.iinfo(np.int32).max)).astype(np.uint64))
         best = self.best
-        candidates = np.asarray(self.space.orders[0, 0])
-        owners, arrays = neighbours(self.rounder, best, pick, cfg.refine_moves, rng, candidates)
-        extra = global_moves(self.rounder, best, candidates)[:GLOBAL_MOVES]
         bw = best.hw.dram_bw_words
-        # free mode: the DRAM bandwidth halved and doubled (the same programs)
-        bw_moves = [] if cfg.hw_mode != "free" else [
-            x for x in self.rounder.round_bandwidth([bw / 2, bw * 2]) if x != bw]
-        extra += [(best.temporal, best.spatial, best.order, best.stages)] * len(bw_moves)
-        if extra:
-            owners = owners + [-1] * len(extra)
-            arrays = tuple(np.concatenate([a, np.stack([x[i] for x in extra])])
-                           for i, a in enumerate(arrays))
-        T, S, O, ST = arrays
-        bws = np.concatenate([np.full(len(owners) - len(bw_moves), bw), bw_moves])
+        owners, (T, S, O, ST), bws = round_moves(
+            self.rounder, best, pick, cfg.refine_moves, rng, np.asarray(self.space.orders[0, 0]),
+            free_bandwidth=cfg.hw_mode == "free")
         owners = owners[:remaining]
         n = len(owners)
         if n == 0:
@@ -665,14 +653,10 @@ class _Search:
         fusion = None
         if self.rounder.fusion is not None:
             alone = self.rounder.layer_score([self.best])
-            fusion = self.rounder.fusion.describe(np.asarray(alone.cycles[0], np.float64),
+            chains = self.rounder.fusion.describe(np.asarray(alone.cycles[0], np.float64),
                                                   np.asarray(alone.energy_pj[0], np.float64),
                                                   self.best.hw)
-            for entry in fusion:
-                if entry["fused"]:
-                    (first, second), names = entry["layers"], entry["names"]
-                    fused_with.setdefault(first, []).append(names[1])
-                    fused_with.setdefault(second, []).append(names[0])
+            fused_with, fusion = self.rounder.fusion.summary(chains, self.best.hw)
         layers = tuple(
             LayerResult(layer=layer, count=int(count), mapping=m,
                         latency_cycles=float(metrics.cycles[0, b]),
@@ -691,25 +675,12 @@ class _Search:
         if plain is not None:
             extra["edp_analytic"] = plain
         if fusion is not None:
-            from baco.fusion import path_area_mm2
-            fused = [g for g, entry in zip(self.rounder.fusion.groups, fusion) if entry["fused"]]
-            extra["fusion"] = {"chains": fusion, "left_apart": self.rounder.fusion.skipped,
-                               "path_area_mm2": (path_area_mm2(self.best.hw, any(
-                                   g.softmax for g in fused)) or 0.0) if fused else 0.0}
+            extra["fusion"] = fusion
         if self.learner is not None:
             extra["sim_hybrid"] = self.learner.summary(self.best)
         return CodesignResult(method="baco", network=self.net.name, hardware=self.best.hw,
                               layers=layers, samples=self.samples, history=history,
                               seed=self.config.seed, extra=extra)
-
-
-def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> float:
-    """The design's EDP under the plain (instruction-agnostic) analytic model."""
-    from perfmodels.analytic import exact_batch
-    out = exact_batch(list(layers), design.hw, design.mappings(), check=False)
-    cycles = float(np.asarray(out.cycles, np.float64) @ counts)
-    energy_pj = float(np.asarray(out.energy_pj, np.float64) @ counts)
-    return cycles * energy_pj
 
 
 def codesign(network: Network | str, template: str = "gemmini",

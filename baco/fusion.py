@@ -360,6 +360,22 @@ class FusionPlan:
                         "apart_energy_pj": float(_apart(group, energy_pj))})
         return out
 
+    def summary(self, chains: list[dict[str, Any]], hw: HardwareConfig
+                ) -> tuple[dict[int, list[str]], dict[str, Any]]:
+        """What a result says of fusion, from `describe`'s ``chains``: per layer, the layers
+        it is fused with; and the chains, the layers left apart and the on-chip path's
+        area."""
+        fused_with: dict[int, list[str]] = {}
+        for entry in chains:
+            if entry["fused"]:
+                (first, second), names = entry["layers"], entry["names"]
+                fused_with.setdefault(first, []).append(names[1])
+                fused_with.setdefault(second, []).append(names[0])
+        fused = [g for g, entry in zip(self.groups, chains) if entry["fused"]]
+        return fused_with, {"chains": chains, "left_apart": self.skipped,
+                            "path_area_mm2": (path_area_mm2(hw, any(
+                                g.softmax for g in fused)) or 0.0) if fused else 0.0}
+
 
 def _apart(group: ChainGroup, values: np.ndarray) -> np.ndarray:
     """One chain instance's figure with its layers run apart, from per-layer ``[..., layer]``."""

@@ -31,6 +31,8 @@ from accel.design import Design
 from baco.rounding import Rounder, divisors
 
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+GLOBAL_MOVES = 32
+"""Most whole-network moves (`global_moves`) per refinement round."""
 
 
 def _primes(n: int) -> list[int]:
@@ -202,4 +204,26 @@ def neighbours(rounder: Rounder, design: Design, layers: Sequence[int], moves: i
     return owners, tuple(np.stack([p[i] for p in parts]) for i in range(4))
 
 
-__all__ = ["fill_moves", "global_moves", "layer_moves", "narrow_moves", "neighbours"]
+def round_moves(rounder: Rounder, design: Design, layers: Sequence[int], moves: int,
+                rng: np.random.Generator, candidate_orders: np.ndarray, free_bandwidth: bool
+                ) -> tuple[list[int], Arrays, np.ndarray]:
+    """One refinement round's moves around `design`: `neighbours` of the chosen `layers`,
+    then at most `GLOBAL_MOVES` whole-network moves, then (`free_bandwidth`) the same programs
+    with the DRAM bandwidth halved and doubled. Returns ``(layer of each move, -1 for a
+    whole-network one; stacked arrays; each move's DRAM words/cycle)``."""
+    owners, arrays = neighbours(rounder, design, layers, moves, rng, candidate_orders)
+    extra = global_moves(rounder, design, candidate_orders)[:GLOBAL_MOVES]
+    bw = design.hw.dram_bw_words
+    bw_moves = [] if not free_bandwidth else [
+        x for x in rounder.round_bandwidth([bw / 2, bw * 2]) if x != bw]
+    extra += [(design.temporal, design.spatial, design.order, design.stages)] * len(bw_moves)
+    if extra:
+        owners = owners + [-1] * len(extra)
+        arrays = tuple(np.concatenate([a, np.stack([x[i] for x in extra])])
+                       for i, a in enumerate(arrays))
+    bws = np.concatenate([np.full(len(owners) - len(bw_moves), bw), bw_moves])
+    return owners, arrays, bws
+
+
+__all__ = ["GLOBAL_MOVES", "fill_moves", "global_moves", "layer_moves", "narrow_moves",
+           "neighbours", "round_moves"]

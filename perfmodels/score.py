@@ -10,6 +10,7 @@ import numpy as np
 
 from accel.design import Design
 from perfmodels.accesses import MappingArrays, order_rank
+from perfmodels.analytic import exact_batch
 
 
 def design_arrays(design: Design) -> MappingArrays:
@@ -36,4 +37,12 @@ def network_edp(metrics: Any, counts: Sequence[float]
     return cycles * energy_pj, cycles, energy_pj
 
 
-__all__ = ["design_arrays", "network_edp"]
+def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> float:
+    """The design's EDP under the plain (instruction-agnostic) analytic model."""
+    out = exact_batch(list(layers), design.hw, design.mappings(), check=False)
+    cycles = float(np.asarray(out.cycles, np.float64) @ counts)
+    energy_pj = float(np.asarray(out.energy_pj, np.float64) @ counts)
+    return cycles * energy_pj
+
+
+__all__ = ["design_arrays", "network_edp", "plain_edp"]
