@@ -29,13 +29,14 @@ from baco.result import CodesignResult
 from baco.search._space import (
     MappingSampler,
     Tracker,
-    check_budget,
     budget_check,
+    check_budget,
     check_network,
     interpolate_seconds,
     make_result,
     score_layers,
 )
+from baco.search.starts import draw_array_and_buffers
 from perfmodels.energy import config_area_mm2
 from workloads.network import Network
 
@@ -55,9 +56,7 @@ def random_gemmini_hardware(rng: np.random.Generator, index: int = 0,
     >>> hw.pe_rows in (2, 4, 8, 16, 32, 64, 128), hw.template
     (True, 'gemmini')
     """
-    pe = 2 ** int(rng.integers(*pe_exponents))
-    sp_kb = 2.0 ** int(rng.integers(*kb_exponents))
-    acc_kb = 2.0 ** int(rng.integers(*kb_exponents))
+    pe, sp_kb, acc_kb = draw_array_and_buffers(rng, pe_exponents, kb_exponents)
     return HardwareConfig(template="gemmini", pe_rows=pe, pe_cols=pe, sp_kb=sp_kb,
                           acc_kb=acc_kb, name=f"random-{index}")
 

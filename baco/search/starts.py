@@ -22,20 +22,31 @@ from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
 
 
+def draw_array_and_buffers(rng: np.random.Generator, pe_exponents: tuple[int, int] = (1, 8),
+                           kb_exponents: tuple[int, int] = (0, 12)) -> tuple[int, float, float]:
+    """DOSA's ``gen_random_hw_config`` draw: a square array of ``2**randrange(*pe_exponents)``
+    PEs a side, scratchpad and accumulator of ``2**randrange(*kb_exponents)`` KiB each, drawn in
+    that order."""
+    pe = 2 ** int(rng.integers(*pe_exponents))
+    sp_kb = 2.0 ** int(rng.integers(*kb_exponents))
+    acc_kb = 2.0 ** int(rng.integers(*kb_exponents))
+    return pe, sp_kb, acc_kb
+
+
 def random_hardware(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: int,
                     max_sp_kb: float | None, max_acc_kb: float | None) -> HardwareConfig:
     """DOSA's ``gen_random_hw_config`` within the bounds: PE dim 2^U{1..7}, buffers
     2^U{0..11} KiB (seed 001 §6.6.1: random hardware starts, PE <= 128x128, 1 KB steps). The
     DRAM bandwidth is the base's: in ``free`` mode descent and refinement move it."""
     top = max(1, math.floor(math.log2(max_pe_dim)))
-    pe = min(2 ** int(rng.integers(1, top + 1)), max_pe_dim)
+    pe, sp_kb, acc_kb = draw_array_and_buffers(rng, (1, top + 1))
 
-    def kb(limit: float | None) -> float:
-        value = float(2 ** rng.integers(0, 12))
+    def within(value: float, limit: float | None) -> float:
         return value if limit is None else min(value, float(limit))
 
-    return dataclasses.replace(base, pe_rows=pe, pe_cols=pe, sp_kb=kb(max_sp_kb),
-                               acc_kb=kb(max_acc_kb), name="random_start")
+    return dataclasses.replace(base, pe_rows=min(pe, max_pe_dim), pe_cols=min(pe, max_pe_dim),
+                               sp_kb=within(sp_kb, max_sp_kb), acc_kb=within(acc_kb, max_acc_kb),
+                               name="random_start")
 
 
 START_HW_DRAWS = 1000
@@ -145,5 +156,5 @@ def base_hardware(template: str, hardware: HardwareConfig | None) -> HardwareCon
     return HardwareConfig(template=template)
 
 
-__all__ = ["START_HW_DRAWS", "base_hardware", "random_hardware", "random_hardware_within",
-           "outermost_mapping", "resolve_network", "start_mappings"]
+__all__ = ["START_HW_DRAWS", "base_hardware", "draw_array_and_buffers", "outermost_mapping",
+           "random_hardware", "random_hardware_within", "resolve_network", "start_mappings"]
