@@ -137,9 +137,6 @@ PAST_FACE_NOW = {
     ("baco.run", "baco.dsl.emit"),
     ("baco.search.gemmini_tiler", "accel.lower.nest"),
     ("baco.simulate", "accel.lower.check"),
-    ("baco.yardsticks", "accel.lower.nest"),
-    ("baco.yardsticks", "accel.sim.decode"),
-    ("baco.yardsticks", "accel.sim.engine"),
     ("perfmodels.fusion", "accel.lower.chain"),
 }
 """The imports past a face that remain (the restructuring removes them); a new one fails."""
