@@ -42,12 +42,19 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.design import Design, design_of
-from accel.lower.nest import padded_layer
+from accel.lower import padded_layer
 from baco.yardsticks import SimCache, cache_key, simulate_design
-from perfmodels.atformer.features import tokens_of
-from perfmodels.atformer.hybrid import Hybrid
-from perfmodels.atformer.model import ModelConfig
-from perfmodels.atformer.train import Dataset, Stats, Surrogate, TrainConfig, init_params, train
+from perfmodels.atformer import (
+    Dataset,
+    Hybrid,
+    ModelConfig,
+    Stats,
+    Surrogate,
+    TrainConfig,
+    init_params,
+    tokens_of,
+    train_surrogate,
+)
 from workloads.errors import InfeasibleError, TraceError, UnsupportedOpError
 from workloads.layer import Layer
 
@@ -205,7 +212,8 @@ class SimLearner:
         if len(data) < 2:
             return self.hybrid
         config = dataclasses.replace(FINE_TUNE, seed=self.seed + self.fine_tunes)
-        self.surrogate = train(data, config, init=self.surrogate, template=self.template)
+        self.surrogate = train_surrogate(data, config, init=self.surrogate,
+                                         template=self.template)
         self.fine_tunes += 1
         return self.hybrid
 

@@ -18,7 +18,7 @@ sum of count x pJ, EDP = latency x energy.
   `accel.sim` (timing only: no data, same cycles as a functional run, whose timing half is
   the same scan step). Energy is the trace's accesses per memory times the template's energy
   per access, through the model's own formula (`perfmodels.energy.energy`, fed counts from
-  the trace instead of the model's reuse analysis; see `trace_accesses`).
+  the trace instead of the model's reuse analysis; see `accel.sim.trace_accesses`).
 
 **What is simulated, on which hardware.** The design's *own* mappings (the programs its search
 chose and ``baco simulate`` / ``--emit-kernels`` emit), not the instruction-aware scorer's
@@ -76,22 +76,26 @@ from typing import Any
 import jax
 import numpy as np
 
-from accel.arch import HardwareConfig, Template, level_arrays, unit_area_mm2
+from accel.arch import HardwareConfig, level_arrays, unit_area_mm2
 from accel.design import Design
-from accel.lower import Allocation, Lowered, gelu_on_chip, lower, split_epilogue
-from accel.lower.nest import padded_layer
+from accel.lower import Allocation, Lowered, gelu_on_chip, lower, padded_layer, split_epilogue
 from accel.mapping import Mapping
-from accel.sim import TimingTable, run_batch
-from accel.sim.decode import DecodedTrace, Op
-from accel.sim.engine import CHUNK
+from accel.sim import (
+    CHUNK,
+    MemoryLevels,
+    TimingTable,
+    gemmini_levels,
+    run_batch,
+    trace_accesses,
+)
 from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
 from baco.rounding import common_score
 from perfmodels.accesses import Accesses
 from perfmodels.aware import array_axes
 from perfmodels.energy import Energy, area_mm2, energy
+from perfmodels.score import network_edp_exact, network_totals
 from workloads.layer import Layer
 
-W, I, O = 0, 1, 2
 YARDSTICKS = ("plain", "instruction_aware", "simulated")
 
 
@@ -118,8 +122,9 @@ class TraceCounts:
     """What one layer's lowered trace does, independent of buffer sizes (what is cached).
 
     ``reads``/``updates``/``fills``: words ``[level, tensor]`` in the template's layout
-    (`trace_accesses`); ``macs``: useful MACs; ``array_macs``: what the DIM x DIM array spent
-    (rows fed x DIM x DIM); ``sp_rows_used``/``acc_rows_used``: rows the program allocates.
+    (`accel.sim.trace_accesses`); ``macs``: useful MACs; ``array_macs``: what the DIM x DIM
+    array spent (rows fed x DIM x DIM); ``sp_rows_used``/``acc_rows_used``: rows the program
+    allocates.
     """
 
     cycles: int
@@ -256,28 +261,7 @@ U-Net's 570x570 convolutions in tens of millions). Longer programs leave the sim
 yardstick unavailable, with the layer named, rather than the run out of memory."""
 
 
-# --------------------------------------------------------------------------- template levels
-@dataclasses.dataclass(frozen=True)
-class _Levels:
-    registers: int
-    accumulator: int
-    scratchpad: int
-    dram: int
-
-
-def gemmini_levels(template: Template) -> _Levels:
-    """Which template level is each memory the simulator models: registers (W), accumulator
-    (O), scratchpad (W, I), DRAM (W, I, O). Raises `ConfigError` for other templates."""
-    keeps = [frozenset(lv.keeps) for lv in template.levels]
-    want = [frozenset("W"), frozenset("O"), frozenset("WI"), frozenset("WIO")]
-    if keeps != want:
-        raise ConfigError(
-            f"template {template.name!r}: the simulator runs Gemmini-like traces (levels keeping "
-            f"W | O | W, I | W, I, O, innermost first); this template's levels keep "
-            f"{[''.join(sorted(k)) for k in keeps]}")
-    return _Levels(registers=0, accumulator=1, scratchpad=2, dram=3)
-
-
+# --------------------------------------------------------------------------- what simulates
 def simulation_unsupported(hw: HardwareConfig) -> str | None:
     """Why designs on `hw` cannot be simulated (None if they can)."""
     if hw.template != "gemmini":
@@ -293,98 +277,7 @@ def simulation_unsupported(hw: HardwareConfig) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- access counting
-def trace_accesses(decoded: DecodedTrace, alloc: Allocation, levels: _Levels,
-                   num_levels: int) -> dict[str, Any]:
-    """Words each memory of the template reads, updates and fills as the trace runs.
-
-    Counting rules (one access = one word, as `perfmodels.accesses` counts them):
-
-    * DRAM: an mvin reads, an mvout writes (``updates``) its real elements (rows x cols;
-      int32 partial sums and biases are one word per element, as the model counts O words);
-      no padding (the DMA moves only real bytes). A bias is moved as the trace moves it: one
-      int32 row per output row of a tile (DRAM stride 0), not once per channel. By
-      destination: the scratchpad's weight regions (`Allocation.holds_weights`) -> W, the
-      rest of the scratchpad -> I, the accumulator -> O.
-    * Scratchpad and accumulator: every access is of whole DIM-wide rows (padded channels
-      included, as `perfmodels.aware` charges them): an mvin fills ``rows x blocks x DIM``
-      words; a compute reads its A rows (I) and a preload its weight rows (W) x DIM; a compute
-      writes (``updates``) its output rows x DIM into the accumulator and, when it
-      accumulates, reads them first; an mvout reads its rows x blocks x DIM; an mvout_spad
-      (a fused chain's intermediate) reads its rows x DIM from the accumulator and fills as
-      many into the scratchpad (I). A normalizer statistics pass (a softmax's max and sum of
-      exponentials) reads its rows and writes nothing.
-    * Registers: a preload that loads weights fills all DIM x DIM PE registers; every MAC the
-      array spends (rows fed x DIM x DIM, padding included) reads one.
-    * MACs: what the array spends (``array_macs``), as the instruction-aware model charges.
-
-    Returns ``{"reads", "updates", "fills"}`` (float64 ``[level, tensor]``), ``"macs"``
-    (the array's), ``"dram_read_bytes"`` and ``"dram_write_bytes"``.
-    """
-    col = {name: decoded.column(name).astype(np.int64) for name in (
-        "op", "rows", "cols", "elem_bytes", "nblocks", "is_acc", "local", "accumulate",
-        "a_garbage", "a_acc", "a_rows", "bd_garbage", "bd_acc", "bd_rows",
-        "c_garbage", "c_acc", "c_accumulate", "c_rows")}
-    dim = int(decoded.shape.dim)
-    op = col["op"]
-    stats = decoded.stat_passes()
-    is_mvin, is_mvout = op == Op.MVIN, (op == Op.MVOUT) & ~stats
-    is_pre = op == Op.PRELOAD
-    is_comp = (op == Op.COMPUTE_PRELOADED) | (op == Op.COMPUTE_ACCUMULATED)
-    elems = col["rows"] * col["cols"]
-    local_words = col["rows"] * col["nblocks"] * dim
-    in_weight = alloc.holds_weights(col["local"])
-    to_acc = is_mvin & (col["is_acc"] == 1)
-    to_w = is_mvin & (col["is_acc"] == 0) & in_weight
-    to_i = is_mvin & (col["is_acc"] == 0) & ~in_weight
-
-    reads = np.zeros((num_levels, 3))
-    updates = np.zeros((num_levels, 3))
-    fills = np.zeros((num_levels, 3))
-    D, SP, ACC, REG = levels.dram, levels.scratchpad, levels.accumulator, levels.registers
-
-    def total(mask: np.ndarray, values: np.ndarray) -> float:
-        return float(np.sum(np.where(mask, values, 0)))
-
-    # DRAM.
-    reads[D, W] = total(to_w, elems)
-    reads[D, I] = total(to_i, elems)
-    reads[D, O] = total(to_acc, elems)
-    updates[D, O] = total(is_mvout, elems)
-    # Moves into and out of the local memories.
-    fills[SP, W] = total(to_w, local_words)
-    fills[SP, I] = total(to_i, local_words)
-    fills[ACC, O] = total(to_acc, local_words)
-    reads[ACC, O] += total(to_acc & (col["accumulate"] == 1), local_words)
-    reads[ACC, O] += total((is_mvout | stats & (op == Op.MVOUT)) & (col["is_acc"] == 1),
-                           local_words)
-    reads[SP, I] += total(is_mvout & (col["is_acc"] == 0), local_words)
-    # An on-chip move (a fused chain's intermediate): accumulator rows into the scratchpad.
-    to_sp = op == Op.MVOUT_SPAD
-    reads[ACC, O] += total(to_sp, col["rows"] * dim)
-    fills[SP, I] += total(to_sp & ~stats, col["rows"] * dim)
-    # The array's operands: A (inputs), B/D (weights) from the scratchpad or accumulator.
-    a_live = is_comp & (col["a_garbage"] == 0)
-    reads[SP, I] += total(a_live & (col["a_acc"] == 0), col["a_rows"] * dim)
-    reads[ACC, O] += total(a_live & (col["a_acc"] == 1), col["a_rows"] * dim)
-    bd_live = (is_pre | is_comp) & (col["bd_garbage"] == 0)
-    reads[SP, W] += total(bd_live & (col["bd_acc"] == 0), col["bd_rows"] * dim)
-    reads[ACC, O] += total(bd_live & (col["bd_acc"] == 1), col["bd_rows"] * dim)
-    # Results: written into the accumulator (read first when accumulating), or the scratchpad.
-    c_live = is_comp & (col["c_garbage"] == 0)
-    c_words = col["c_rows"] * dim
-    updates[ACC, O] = total(c_live & (col["c_acc"] == 1), c_words)
-    reads[ACC, O] += total(c_live & (col["c_acc"] == 1) & (col["c_accumulate"] == 1), c_words)
-    fills[SP, I] += total(c_live & (col["c_acc"] == 0), c_words)
-    # The PE registers.
-    fills[REG, W] = float(np.sum(is_pre & (col["bd_garbage"] == 0))) * dim * dim
-    reads[REG, W] = float(decoded.array_macs)
-    return {"reads": reads, "updates": updates, "fills": fills,
-            "macs": int(decoded.array_macs),
-            "dram_read_bytes": int(np.sum(np.where(is_mvin, elems * col["elem_bytes"], 0))),
-            "dram_write_bytes": int(np.sum(np.where(is_mvout, elems * col["elem_bytes"], 0)))}
-
-
+# --------------------------------------------------------------------------- energy and area
 def trace_energy(counts: TraceCounts, hw: HardwareConfig) -> Energy:
     """Energy of one simulated layer on `hw`: `perfmodels.energy.energy` (MACs x EPA_PE + sum
     over levels of accesses x EPA, plus the levels' idle energy over the simulated cycles) on
@@ -526,7 +419,7 @@ def _timing_runs(jobs: Iterator[_Job], table: TimingTable, batch: int
             todo = [j for j in todo if all(j is not g for g in group)]
 
 
-def _trace_counts(res: Any, alloc: Allocation, instructions: int, macs: int, levels: _Levels,
+def _trace_counts(res: Any, alloc: Allocation, instructions: int, macs: int, levels: MemoryLevels,
                   num_levels: int) -> TraceCounts:
     """What one timing run of a trace did (`TraceCounts`), its accesses from `trace_accesses`."""
     acc = trace_accesses(res.decoded, alloc, levels, num_levels)
@@ -619,12 +512,11 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
         out.append(_simulated_layer(c, sim_hw, index=b, name=layer.name or layer.config_str(),
                                     count=float(counts[b]),
                                     host_ops=split_epilogue(layer.epilogue)[1]))
-    w = np.asarray(counts, np.float64)
-    latency = float(np.sum(w * np.array([x.cycles for x in out], np.float64)))
-    energy_pj = float(np.sum(w * np.array([x.energy_pj for x in out], np.float64)))
-    stick = Yardstick(edp=latency * energy_pj, latency_cycles=latency, energy_pj=energy_pj,
-                      hardware=sim_hw, area_mm2=hardware_area_mm2(sim_hw),
-                      grown=sim_hw != hw)
+    edp, latency, energy_pj = network_totals([x.cycles for x in out],
+                                             [x.energy_pj for x in out], counts)
+    stick = Yardstick(edp=float(edp), latency_cycles=float(latency),
+                      energy_pj=float(energy_pj), hardware=sim_hw,
+                      area_mm2=hardware_area_mm2(sim_hw), grown=sim_hw != hw)
     return stick, tuple(out)
 
 
@@ -671,9 +563,8 @@ def _with_chains(stick: Yardstick, per_layer: tuple[SimulatedLayer, ...], fused:
         for b in (group.first, group.second):
             layers[b] = dataclasses.replace(layers[b], count=layers[b].count - group.instances)
     out = tuple(layers + chains)
-    latency = math.fsum(x.count * x.cycles for x in out)
-    energy_pj = math.fsum(x.count * x.energy_pj for x in out)
-    return dataclasses.replace(stick, edp=latency * energy_pj, latency_cycles=latency,
+    edp, latency, energy_pj = network_edp_exact(out)
+    return dataclasses.replace(stick, edp=edp, latency_cycles=latency,
                                energy_pj=energy_pj), out
 
 

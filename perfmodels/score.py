@@ -3,7 +3,8 @@ layers' figures (seed 001 Eq. 6.9), the one place that sums a network."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,9 +32,28 @@ def network_edp(metrics: Any, counts: Sequence[float]
     """``(edp, cycles, pJ)`` per design from per-layer metrics ``[design, layer]`` (anything
     with ``cycles`` and ``energy_pj``): Eq. 6.9's ``(Σ count·pJ) x (Σ count·cycles)``, in
     float64."""
+    return network_totals(metrics.cycles, metrics.energy_pj, counts)
+
+
+def network_totals(cycles: Any, energy_pj: Any, counts: Sequence[float], axis: int = -1
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`network_edp` of per-layer cycles and pJ given as arrays whose layer axis is `axis`
+    (a search's ``[layer, sample]`` blocks sum over axis 0)."""
     counts = np.asarray(counts, np.float64)
-    cycles = (np.asarray(metrics.cycles, np.float64) * counts).sum(-1)
-    energy_pj = (np.asarray(metrics.energy_pj, np.float64) * counts).sum(-1)
+    cycles = np.asarray(cycles, np.float64)
+    counts = counts.reshape(counts.shape + (1,) * (cycles.ndim - 1 - axis % cycles.ndim))
+    cycles = (cycles * counts).sum(axis)
+    energy_pj = (np.asarray(energy_pj, np.float64) * counts).sum(axis)
+    return cycles * energy_pj, cycles, energy_pj
+
+
+def network_edp_exact(rows: Iterable[Any]) -> tuple[float, float, float]:
+    """``(edp, cycles, pJ)`` of rows that carry their own ``count``, ``cycles`` and
+    ``energy_pj`` (a simulated design's layers and fused chains), each sum correctly rounded
+    (`math.fsum`)."""
+    rows = list(rows)
+    cycles = math.fsum(x.count * x.cycles for x in rows)
+    energy_pj = math.fsum(x.count * x.energy_pj for x in rows)
     return cycles * energy_pj, cycles, energy_pj
 
 
@@ -45,4 +65,4 @@ def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> floa
     return cycles * energy_pj
 
 
-__all__ = ["design_arrays", "network_edp", "plain_edp"]
+__all__ = ["design_arrays", "network_edp", "network_edp_exact", "network_totals", "plain_edp"]

@@ -136,15 +136,7 @@ PAST_FACE_NOW = {
     ("baco.rtl_validation", "perfmodels.atformer.train"),
     ("baco.run", "baco.dsl.emit"),
     ("baco.search.gemmini_tiler", "accel.lower.nest"),
-    ("baco.sim_hybrid", "accel.lower.nest"),
-    ("baco.sim_hybrid", "perfmodels.atformer.features"),
-    ("baco.sim_hybrid", "perfmodels.atformer.hybrid"),
-    ("baco.sim_hybrid", "perfmodels.atformer.model"),
-    ("baco.sim_hybrid", "perfmodels.atformer.train"),
     ("baco.simulate", "accel.lower.check"),
-    ("baco.yardsticks", "accel.lower.nest"),
-    ("baco.yardsticks", "accel.sim.decode"),
-    ("baco.yardsticks", "accel.sim.engine"),
     ("perfmodels.fusion", "accel.lower.chain"),
 }
 """The imports past a face that remain (the restructuring removes them); a new one fails."""

@@ -38,6 +38,7 @@ from accel.lower.layout import im2col_weight
 from accel.lower.layout import input_hw
 from accel.lower.layout import reference
 from accel.lower.nest import kernel_columns_per_row
+from accel.lower.nest import padded_layer
 from accel.lower.ws import Allocation
 from accel.lower.ws import BufferRegion
 from accel.lower.ws import Epilogue
@@ -68,6 +69,7 @@ __all__ = [
     "lower",
     "lower_gemm_chain",
     "matching_matrices",
+    "padded_layer",
     "parse_epilogue",
     "reference",
     "split_epilogue",

@@ -7,7 +7,8 @@ checks; its stages in `decode_config`, `decode_moves`, `decode_execute`), `funct
 (``loop_ws`` expansion), `pe_array` (the cycle-level array that checks the fast path),
 `programs` and `reference` (hand-written traces and numpy answers), `rtl` (validation against
 Gemmini RTL measurements), `hazards` (the orderings the chip enforces, and a trace's races:
-`find_races`).
+`find_races`), `accounting` (the words each memory reads, updates and fills as a trace runs:
+`trace_accesses`).
 
 >>> import numpy as np
 >>> from accel.arch import HardwareConfig
@@ -26,9 +27,13 @@ Gemmini RTL measurements), `hazards` (the orderings the chip enforces, and a tra
 (True, True)
 """
 
+from accel.sim.accounting import MemoryLevels
+from accel.sim.accounting import gemmini_levels
+from accel.sim.accounting import trace_accesses
 from accel.sim.decode import NORM_STAT_IDS
 from accel.sim.decode import DecodedTrace
 from accel.sim.decode import decode
+from accel.sim.engine import CHUNK
 from accel.sim.engine import SimResult
 from accel.sim.engine import run
 from accel.sim.engine import run_batch
@@ -40,9 +45,11 @@ from accel.sim.state import SimState
 from accel.sim.timing import TimingTable
 
 __all__ = [
+    "CHUNK",
     "NORM_STAT_IDS",
     "DecodedTrace",
     "DramImage",
+    "MemoryLevels",
     "Race",
     "RaceReport",
     "RtlModel",
@@ -51,7 +58,9 @@ __all__ = [
     "TimingTable",
     "decode",
     "find_races",
+    "gemmini_levels",
     "run",
     "run_batch",
+    "trace_accesses",
     "validate_rtl_sim",
 ]

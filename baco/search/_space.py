@@ -32,6 +32,7 @@ from baco.networks import load_network
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
 from perfmodels.analytic import evaluate_batch, exact, pack_layer
+from perfmodels.score import network_totals
 from workloads.layer import DIMS, Layer
 from workloads.network import Network
 
@@ -429,9 +430,8 @@ class Tracker:
                   cycles: np.ndarray, energy: np.ndarray, seconds: np.ndarray) -> float:
         """Record one hardware point's samples; returns the best network EDP on it."""
         pick = cumulative_argmin(cycles * energy)                      # [layer, m]
-        lat = (self.counts[:, None] * np.take_along_axis(cycles, pick, 1)).sum(0)
-        en = (self.counts[:, None] * np.take_along_axis(energy, pick, 1)).sum(0)
-        net = lat * en                                                 # [m]
+        net, _, _ = network_totals(np.take_along_axis(cycles, pick, 1),
+                                   np.take_along_axis(energy, pick, 1), self.counts, axis=0)
         before = self.best_edp
         best_so_far = np.minimum(np.minimum.accumulate(net), before)
         prior = np.concatenate([[before], best_so_far[:-1]])

@@ -13,8 +13,10 @@ from perfmodels.atformer.metrics import fidelity
 from perfmodels.atformer.model import ATFormer, ModelConfig
 from perfmodels.atformer.train import (
     Dataset,
+    Stats,
     Surrogate,
     TrainConfig,
+    init_params,
     load,
     read_dataset,
     save,
@@ -27,10 +29,12 @@ __all__ = [
     "Dataset",
     "Hybrid",
     "ModelConfig",
+    "Stats",
     "Surrogate",
     "Tokens",
     "TrainConfig",
     "fidelity",
+    "init_params",
     "load",
     "load_hybrid",
     "read_dataset",
