@@ -456,7 +456,7 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
     * the two meet in ALCOP's load-and-use loop (`perfmodels.latency.pipeline_cycles`, two
       stages), with the DRAM level's per-load latency when ``load_latency`` (off: Timeloop's
       roofline, ``max(use, transfer)``);
-    * energy counts words per level as `baco.yardsticks.trace_accesses` counts a trace's
+    * energy counts words per level as `accel.sim.trace_accesses` counts a trace's
       (whole DIM-wide rows on chip, padding included) and prices them with
       `perfmodels.energy.energy`: so the simulator's and the model's energy agree where the
       counts do (tests/perfmodels/test_fusion.py).
