@@ -333,6 +333,12 @@ class RtlModel:
     # {60, 100, 130} on the training split picks 32, 20, 250 and 130 (Spearman 0.971, MAPE
     # 29%; with 16 and 20: 0.968, 41%; 32 and 40: 0.970, 37%). A matmul call's 130 is also what
     # the rows of many tiny calls measure (4x4x4 calls on the 4x4 build: 131 cycles each).
+    # The builds themselves have defaultConfig's 16 requests in flight and a 128-bit bus
+    # (DOSA's Gemmini fork, charleshong3/gemmini-dosa ``Configs.scala`` ``dummyConfig``) behind
+    # an L2, a 4 MB LLC model and DDR3 FR-FCFS timing (FireSim ``DDR3FRFCFSLLC4MB``,
+    # charleshong3/firesim-dosa ``config_build_recipes.yaml``), which the simulator does not
+    # model: 32 and 20 stand in for that memory system (16 and 20: MAPE 41%; a latency by
+    # working set, L2-sized or larger, moves Spearman by at most 0.002).
     timing: TimingTable = dataclasses.field(default_factory=lambda: TimingTable(
         max_inflight_requests=32, dram_latency_cycles=20))
     host_call_cycles: int = 250
