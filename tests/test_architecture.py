@@ -51,7 +51,8 @@ BACO_LAYERS = (
      "progress", "checkpoint"},
     # scoring and judging designs, the DSL
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
-     "program_validation", "rtl_validation", "objective"},
+     "program_validation", "rtl_validation", "objective", "rounding_factors",
+     "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score"},
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop"},  # BACO's search loop
     {"run", "dataset"},  # an experiment, a dataset
