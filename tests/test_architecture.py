@@ -170,7 +170,6 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_CLASS_LINES = 700, 120, 250
 OVERSIZED_NOW = {
     "module baco/codesign_loop.py",
     "class baco/codesign_loop.py:_Search",
-    "class baco/rounding.py:Rounder",
 }
 """What is still over the limits (the restructuring splits them); anything new fails."""
 

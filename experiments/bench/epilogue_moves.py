@@ -22,7 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from accel.arch import HardwareConfig  # noqa: E402
 from baco.networks import load_network  # noqa: E402
-from baco.rounding import design_of  # noqa: E402
+from accel.design import design_of  # noqa: E402
 from baco.search.gemmini_tiler import gemmini_mapping  # noqa: E402
 from baco.yardsticks import yardsticks  # noqa: E402
 

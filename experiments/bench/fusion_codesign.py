@@ -37,7 +37,7 @@ from baco.codesign_loop import codesign  # noqa: E402
 from baco.config import CodesignConfig, ExperimentConfig  # noqa: E402
 from baco.fusion import fused_chains  # noqa: E402
 from baco.networks import load_network  # noqa: E402
-from baco.rounding import design_of  # noqa: E402
+from accel.design import design_of  # noqa: E402
 from baco.yardsticks import YARDSTICKS, yardsticks  # noqa: E402
 from workloads.network import Network  # noqa: E402
 from workloads.suites import suite  # noqa: E402

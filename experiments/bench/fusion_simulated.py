@@ -29,7 +29,7 @@ from accel.lower import lower_gemm_chain  # noqa: E402
 from baco.codesign_loop import codesign  # noqa: E402
 from baco.config import CodesignConfig  # noqa: E402
 from baco.fusion import plan_chain_tiles  # noqa: E402
-from baco.rounding import design_of  # noqa: E402
+from accel.design import design_of  # noqa: E402
 from baco.search.gemmini_tiler import gemmini_mapping  # noqa: E402
 from baco.yardsticks import simulate_chain, simulate_design  # noqa: E402
 from workloads.suites import suite  # noqa: E402
