@@ -14,9 +14,8 @@ import argparse
 from workloads.errors import ConfigError
 
 
-
 def _common(p: argparse.ArgumentParser) -> None:
-    from baco.reproduce.executor import BACKENDS
+    from baco.reproduce import BACKENDS
 
     p.add_argument("--quick", action="store_true",
                    help="the experiment's quick: sizes (fewer cases and samples)")
@@ -54,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
-        from baco.reproduce.spec import find_experiment, known_names
+        from baco.reproduce import find_experiment, known_names
         for name in known_names():
             exp = find_experiment(name)
             print(f"{name:10s} {exp.description.splitlines()[0] if exp.description else ''}")

@@ -39,25 +39,32 @@ def _cmd_dataset_generate(args: argparse.Namespace) -> int:
 def _cmd_surrogate_train(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from perfmodels.atformer import train as atf
-    from perfmodels.atformer.metrics import fidelity
-    from perfmodels.atformer.model import ModelConfig
+    from perfmodels.atformer import (
+        ModelConfig,
+        Surrogate,
+        TrainConfig,
+        fidelity,
+        read_dataset,
+        save,
+        split_by_group,
+        train_surrogate,
+    )
     from workloads.errors import ConfigError
 
     if not 0.0 <= args.holdout < 1.0:
         raise ConfigError(f"surrogate train: --holdout must be in [0, 1), got {args.holdout}")
-    config = atf.TrainConfig(
+    config = TrainConfig(
         model=ModelConfig(width=args.width, heads=args.heads, layers=args.layers,
                           mlp_width=args.width),
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
         ensemble=args.ensemble, patience=args.patience, rank_weight=args.rank_weight,
         relative_weight=args.relative_weight)
     warnings: list[str] = []
-    _, data = atf.read_dataset(args.data, limit=args.limit, array_dim=args.array_dim,
-                               warnings=warnings)
+    _, data = read_dataset(args.data, limit=args.limit, array_dim=args.array_dim,
+                           warnings=warnings)
     for line in warnings:
         print(f"baco: warning: {line}", file=sys.stderr)
-    held = (atf.split_by_group(data.group, args.holdout, args.split_seed)
+    held = (split_by_group(data.group, args.holdout, args.split_seed)
             if args.holdout > 0 else np.zeros(len(data), bool))
     fit = data.take(np.flatnonzero(~held))
 
@@ -66,7 +73,7 @@ def _cmd_surrogate_train(args: argparse.Namespace) -> int:
             print(f"epoch {record['epoch']:4d}  train {record['train_loss']:.4f}  "
                   f"val mse {record['val_mse']:.4f}  {record['seconds']:.0f}s", file=sys.stderr)
 
-    surrogate = atf.train(fit, config, progress=progress)
+    surrogate = train_surrogate(fit, config, progress=progress)
     info = dict(surrogate.info, data=str(args.data), array_dim=args.array_dim,
                 holdout={"by": "layer", "fraction": args.holdout, "seed": args.split_seed})
     if held.any():
@@ -76,9 +83,9 @@ def _cmd_surrogate_train(args: argparse.Namespace) -> int:
             "hybrid": fidelity(surrogate.predict_tokens(test.tokens), measured, test.group),
             "analytic": fidelity(np.exp(np.asarray(test.tokens.log_cycles, np.float64)),
                                  measured, test.group)}
-    surrogate = atf.Surrogate(surrogate.config, surrogate.params, surrogate.stats,
-                              surrogate.template, info)
-    atf.save(surrogate, args.out)
+    surrogate = Surrogate(surrogate.config, surrogate.params, surrogate.stats,
+                          surrogate.template, info)
+    save(surrogate, args.out)
     summary = {"out": str(args.out), "rows": len(fit), "seconds": info["seconds"],
                "epochs_run": info["epochs_run"], "scale": surrogate.scale,
                "held_out": info.get("held_out")}

@@ -34,7 +34,7 @@ import numpy as np
 from accel.arch import HardwareConfig
 from accel.lower import split_epilogue
 from accel.mapping import Mapping
-from accel.sim.rtl import RtlRow, prepare_rows, simulate_rows
+from accel.sim import RtlRow, prepare_rows, simulate_rows
 from baco.networks import load_network
 from baco.search import MappingSampler
 from perfmodels.analytic import exact_batch

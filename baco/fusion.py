@@ -41,7 +41,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig, unit_area_mm2
 from accel.isa import IsaParams
-from accel.lower.chain import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
+from accel.lower import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
 from perfmodels.energy import config_area_mm2
 from perfmodels.fusion import ChainDims, ChainEpilogue, chain_cost, chain_data_volume
 from workloads.errors import BacoError, ConfigError, UnsupportedOpError

@@ -26,8 +26,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.mapping import Mapping
-from accel.sim import TimingTable, find_races, run_batch
-from accel.sim.rtl import metrics
+from accel.sim import TimingTable, find_races, metrics, run_batch
 from accel.trace import Trace
 from workloads.errors import ConfigError
 from workloads.layer import Layer

@@ -40,7 +40,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.dosa_csv import BUILD
-from perfmodels.atformer.metrics import fidelity
+from perfmodels.atformer import fidelity
 from workloads.errors import BacoError, ConfigError, InfeasibleError, WorkloadError
 
 __all__ = ["MAX_SKIPPED_FRACTION", "PREDICTORS", "SKIP_REASONS", "exit_status", "validate_rtl"]
@@ -123,7 +123,7 @@ def _parse(raw: dict[str, str], index: int, source: str, cycles_key: str, predic
     """One row, stage by stage so that a failure has its reason (`SKIP_REASONS`)."""
     from accel.dosa_csv import integer, number, with_array
     from accel.mapping import Mapping
-    from perfmodels.atformer.train import layer_key
+    from perfmodels.atformer import layer_key
     from perfmodels.validate import TimeloopRow, hardware_from_row, layer_from_row
 
     where = f"{source} row {index + 2}"
@@ -144,7 +144,7 @@ def _parse(raw: dict[str, str], index: int, source: str, cycles_key: str, predic
         return out
     out.group_key = layer_key(layer)
     if predictor == "sim":  # the simulator's own reading of the row (`accel.sim.rtl`)
-        from accel.sim.rtl import parse_row
+        from accel.sim import parse_row
 
         try:
             out.point = parse_row(raw, index, source, hw)
@@ -190,7 +190,8 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
                  held_out_fraction: float = 0.2, split_seed: int = 0,
                  progress: Any = None) -> dict[str, Any]:
     """Figures of `predictor` on an RTL CSV (see the module docstring)."""
-    from perfmodels.atformer import train as atf
+    from perfmodels.atformer import load as load_surrogate
+    from perfmodels.atformer import split_by_group
 
     if predictor not in PREDICTORS:
         raise ConfigError(f"validate rtl: --predictor must be one of {PREDICTORS}, got "
@@ -201,7 +202,7 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
     if predictor != "hybrid" and model is not None:
         raise ConfigError("validate rtl: --model applies to --predictor hybrid only")
     hw = _hardware(hardware, predictor)
-    surrogate = atf.load(model) if model is not None else None
+    surrogate = load_surrogate(model) if model is not None else None
     array_dim = (surrogate.info.get("array_dim") if surrogate is not None else None)
 
     source = str(path)
@@ -229,7 +230,7 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
     live = [r for r in rows if r.reason is None]
     extra: dict[str, Any] = {}
     if live and predictor == "sim":
-        from accel.sim.rtl import simulate_rows
+        from accel.sim import simulate_rows
 
         failures: dict[int, Exception] = {}
         # Each row on the build it ran on (`accel.sim.rtl.generator_pe_dim`); a named
@@ -239,7 +240,7 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
             live[pos].skip(_sim_reason(exc), f"{source} row {live[pos].index + 2}: {exc}")
         predicted[[r.index for r in live]] = cycles
     elif live:
-        from perfmodels.atformer.features import tokens_of
+        from perfmodels.atformer import tokens_of
 
         points = [r.point for r in live]
         tok = tokens_of([p.layer for p in points], [p.hw for p in points],
@@ -286,7 +287,7 @@ def validate_rtl(path: str | os.PathLike, predictor: str = "sim", *, model: str 
     has_group = group >= 0
     if held_out_fraction > 0 and len(np.unique(group[has_group])) >= 2:
         held = np.zeros(len(rows), bool)
-        held[has_group] = atf.split_by_group(group[has_group], held_out_fraction, split_seed)
+        held[has_group] = split_by_group(group[has_group], held_out_fraction, split_seed)
         for name, mask in (("held_out", held & ok), ("train", ~held & has_group & ok)):
             if mask.sum() >= 2:
                 report[name] = _figures(predicted[mask], measured[mask], group[mask])

@@ -295,7 +295,7 @@ def write_kernels(result: CodesignResult, directory: pathlib.Path
                   ) -> tuple[list[pathlib.Path], list[str]]:
     """Each unique layer's ``@baco.jit`` kernel (`baco.dsl.emit`) as ``NN_LAYER.py``; returns
     the files written and why the others were skipped (layers the DSL cannot express)."""
-    from baco.dsl.emit import emit
+    from baco import dsl
     from workloads.errors import DSLError
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -303,7 +303,7 @@ def write_kernels(result: CodesignResult, directory: pathlib.Path
     for i, row in enumerate(result.layers):
         label = "".join(c if c.isalnum() else "_" for c in row.layer.name) or row.layer.kind
         try:
-            source = emit(row.layer, row.mapping, result.hardware)
+            source = dsl.emit(row.layer, row.mapping, result.hardware)
         except DSLError as exc:
             skipped.append(f"layer {i} ({label}): no kernel: {exc}")
             continue

@@ -67,8 +67,7 @@ def simulate_result(result: CodesignResult, *, check: bool = True, seed: int = 0
                     progress: Callable[[int, int, LayerSimulation], None] | None = None
                     ) -> list[LayerSimulation]:
     """Simulate the result's layers (all, or the indices in ``layers``) in order."""
-    from accel.lower import lower, split_epilogue
-    from accel.lower.check import expected_output, random_inputs
+    from accel.lower import expected_output, lower, random_inputs, split_epilogue
 
     picked = range(len(result.layers)) if layers is None else list(layers)
     for i in picked:
@@ -110,8 +109,12 @@ def simulate_chains(result: CodesignResult, *, check: bool = True, seed: int = 0
     """Each fused chain of the result (`baco.fusion.fused_chains`) lowered to one trace with
     the tiles the search planned, run, and checked against numpy; indexed after the layers,
     its count the chain's instances."""
-    from accel.lower import lower_gemm_chain
-    from accel.lower.check import check_scales, expected_chain_output, random_chain_inputs
+    from accel.lower import (
+        check_scales,
+        expected_chain_output,
+        lower_gemm_chain,
+        random_chain_inputs,
+    )
     from baco.fusion import plan_chain_tiles
 
     hw = result.hardware

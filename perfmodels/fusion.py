@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accel.lower.chain import chain_dims, chain_epilogues
+from accel.lower import chain_dims, chain_epilogues
 from perfmodels.analytic import fast_jit
 from workloads.errors import ConfigError, InfeasibleError, WorkloadError
 from workloads.layer import Layer
@@ -399,7 +399,7 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     for all of N) on `hw`, for tiles ``(..., 4)`` in DIM multiples (T_N ignored: N whole):
     `chain_metrics` with exact trips, and the rows its buffers hold
     (`accel.lower.chain.footprint`)."""
-    from accel.lower.chain import footprint
+    from accel.lower import footprint
 
     d = float(hw.pe_rows)
     tiles = np.asarray(tiles, np.float64)

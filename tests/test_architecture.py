@@ -113,32 +113,7 @@ SUBPACKAGES = ("accel.lower", "accel.sim", "perfmodels.atformer", "baco.search",
 ``__init__``), never a module of it."""
 
 PAST_FACE_NOW = {
-    ("accel.lower.check", "accel.sim.reference"),
-    ("accel.lower.layout", "accel.sim.reference"),
-    ("baco.cli_reproduce", "baco.reproduce.executor"),
-    ("baco.cli_reproduce", "baco.reproduce.spec"),
-    ("baco.cli_surrogate", "perfmodels.atformer.metrics"),
-    ("baco.cli_surrogate", "perfmodels.atformer.model"),
-    ("baco.cli_surrogate", "perfmodels.atformer.train"),
-    ("baco.dataset", "accel.sim.rtl"),
-    ("baco.dsl.emit", "accel.lower.core"),
-    ("baco.dsl.emit", "accel.lower.layout"),
-    ("baco.dsl.emit", "accel.lower.nest"),
-    ("baco.dsl.machine", "accel.sim.reference"),
-    ("baco.dsl.sim_backend", "accel.lower.chain"),
-    ("baco.fusion", "accel.lower.chain"),
-    ("baco.program_validation", "accel.sim.rtl"),
-    ("baco.reproduce.rtl_accuracy", "accel.sim.rtl"),
-    ("baco.reproduce.rtl_accuracy", "perfmodels.atformer.train"),
     ("baco.rounding", "accel.lower.nest"),
-    ("baco.rtl_validation", "accel.sim.rtl"),
-    ("baco.rtl_validation", "perfmodels.atformer.features"),
-    ("baco.rtl_validation", "perfmodels.atformer.metrics"),
-    ("baco.rtl_validation", "perfmodels.atformer.train"),
-    ("baco.run", "baco.dsl.emit"),
-    ("baco.search.gemmini_tiler", "accel.lower.nest"),
-    ("baco.simulate", "accel.lower.check"),
-    ("perfmodels.fusion", "accel.lower.chain"),
 }
 """The imports past a face that remain (the restructuring removes them); a new one fails."""
 

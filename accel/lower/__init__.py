@@ -5,7 +5,8 @@
 and accumulator (`Allocation`), and checks the result: AMOS's matching matrices, exactly-once
 coverage of the blocked iteration space, and `Trace.validate`. `reference` is the numpy result
 the trace must leave in DRAM. `lower_gemm_chain` fuses two GEMMs into one trace whose
-intermediate stays on chip (`accel.lower.chain`).
+intermediate stays on chip (`accel.lower.chain`). `random_inputs` and `expected_output` (and
+their chain forms) give a trace's inputs and the answer it must leave (`accel.lower.check`).
 
 >>> from accel.arch import HardwareConfig
 >>> from accel.mapping import Mapping
@@ -17,36 +18,53 @@ intermediate stays on chip (`accel.lower.chain`).
 2
 """
 
-from accel.lower.chain import LoweredChain
-from accel.lower.chain import lower_gemm_chain
-from accel.lower.core import EPILOGUE_OPS
-from accel.lower.core import Lowered
-from accel.lower.core import gelu_on_chip
-from accel.lower.core import lower
-from accel.lower.core import parse_epilogue
-from accel.lower.core import split_epilogue
-from accel.lower.coverage import access_matrix
-from accel.lower.coverage import check_coverage
-from accel.lower.coverage import check_matching
-from accel.lower.coverage import check_tile_coverage
-from accel.lower.coverage import matching_matrices
+from accel.lower.chain import (
+    TILE_DIMS,
+    LoweredChain,
+    chain_dims,
+    chain_epilogues,
+    choose_tiles,
+    footprint,
+    lower_gemm_chain,
+    softmax_passes,
+)
+from accel.lower.check import (
+    check_scales,
+    expected_chain_output,
+    expected_output,
+    random_chain_inputs,
+    random_inputs,
+)
+from accel.lower.core import (
+    EPILOGUE_OPS,
+    Lowered,
+    gelu_on_chip,
+    lower,
+    parse_epilogue,
+    split_epilogue,
+)
+from accel.lower.coverage import (
+    access_matrix,
+    check_coverage,
+    check_matching,
+    check_tile_coverage,
+    matching_matrices,
+)
 from accel.lower.emit import LowerStats
-from accel.lower.layout import DramLayout
-from accel.lower.layout import TensorLayout
-from accel.lower.layout import im2col_input
-from accel.lower.layout import im2col_weight
-from accel.lower.layout import input_hw
-from accel.lower.layout import reference
-from accel.lower.nest import kernel_columns_per_row
-from accel.lower.nest import padded_layer
-from accel.lower.ws import Allocation
-from accel.lower.ws import BufferRegion
-from accel.lower.ws import Epilogue
-from accel.lower.ws import iexp_constants
-from accel.lower.ws import igelu_constants
+from accel.lower.layout import (
+    DramLayout,
+    TensorLayout,
+    im2col_input,
+    im2col_weight,
+    input_hw,
+    reference,
+)
+from accel.lower.nest import accumulator_tile, kernel_columns_per_row, padded_layer
+from accel.lower.ws import Allocation, BufferRegion, Epilogue, iexp_constants, igelu_constants
 
 __all__ = [
     "EPILOGUE_OPS",
+    "TILE_DIMS",
     "Allocation",
     "BufferRegion",
     "DramLayout",
@@ -56,9 +74,17 @@ __all__ = [
     "LoweredChain",
     "TensorLayout",
     "access_matrix",
+    "accumulator_tile",
+    "chain_dims",
+    "chain_epilogues",
     "check_coverage",
     "check_matching",
+    "check_scales",
     "check_tile_coverage",
+    "choose_tiles",
+    "expected_chain_output",
+    "expected_output",
+    "footprint",
     "gelu_on_chip",
     "iexp_constants",
     "igelu_constants",
@@ -71,6 +97,9 @@ __all__ = [
     "matching_matrices",
     "padded_layer",
     "parse_epilogue",
+    "random_chain_inputs",
+    "random_inputs",
     "reference",
+    "softmax_passes",
     "split_epilogue",
 ]

@@ -55,17 +55,16 @@ def random_inputs(low: Lowered, rng: np.random.Generator
 def expected_output(low: Lowered, arrays: dict[str, Any]) -> np.ndarray:
     """The output tensor the trace must produce from ``arrays`` (int8, or int32 for a
     full-width output)."""
-    from accel.sim import reference
+    from accel.sim import conv_acc, requantize
 
     layer, epi = low.layer, low.epilogue
     plain = layer.groups == 1 and layer.upsample == (1, 1) and layer.kind != "conv_transpose"
     if plain and not epi.residual:
-        acc = reference.conv_acc(
+        acc = conv_acc(
             arrays["input"], arrays["weight"][0], (layer.Hstride, layer.Wstride),
             layer.pads, arrays.get("bias"), (layer.Hdilation, layer.Wdilation))
         acc = acc[:, :layer.P, :layer.Q]  # pads wider than the window add no output pixels
-        return acc if epi.full_output else reference.requantize(acc, epi.acc_scale, epi.relu,
-                                                                epi.gelu)
+        return acc if epi.full_output else requantize(acc, epi.acc_scale, epi.relu, epi.gelu)
     return lowering_reference(layer, arrays["input"], arrays["weight"], arrays.get("bias"),
                               arrays.get("residual"), acc_scale=epi.acc_scale, relu=epi.relu,
                               full_output=epi.full_output, gelu=epi.gelu)
@@ -99,7 +98,7 @@ def expected_chain_output(low: LoweredChain, arrays: dict[str, Any]) -> np.ndarr
     """E = requant(requant(A @ B + bias_C) @ D + bias_E + residual) per batch (each epilogue
     term where the chain has it; the first requant the normalizer's softmax where the chain
     has one), as the fused trace must leave it."""
-    from accel.sim.reference import gemm_acc, requantize, softmax_rows
+    from accel.sim import gemm_acc, requantize, softmax_rows
 
     a, b, d = arrays["A"], arrays["B"], arrays["D"]
     batch = a.shape[0]

@@ -279,7 +279,7 @@ def reference(layer: Layer, input: np.ndarray, weight: np.ndarray,
     if full_output:
         return acc.astype(np.int32)
     if gelu is not None:
-        from accel.sim.reference import igelu
+        from accel.sim import igelu
         acc = igelu(acc.astype(np.int32), *gelu)
     return scale_saturate(acc, acc_scale, relu)
 

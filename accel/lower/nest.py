@@ -209,6 +209,13 @@ class Nest:
                     and self.cover[R] == 1 and self.cover[S] == 1)
 
 
+def accumulator_tile(layer: Layer, mapping: Mapping, dim: int) -> dict[str, int]:
+    """Each dim's extent in the mapping's accumulator (level-1) tile, all PE instances
+    together, by dim name (`Nest`'s checks apply)."""
+    ext = Nest(layer, mapping, dim).ext[ACC]
+    return {d: int(ext[i]) for i, d in enumerate(DIMS)}
+
+
 def kernel_columns_per_row(dim: Any, cs: Any, s_trip: Any, xp: Any = np) -> Any:
     """Kernel columns one weight block packs: ``sp_tiled_conv``'s ``max_pixels_per_row``,
     ``DIM / ichs`` capped at the kernel columns (gemmini.h ~1405-1414). Over numpy or jax
@@ -372,6 +379,7 @@ __all__ = [
     "S",
     "TileLayout",
     "WindowGeometry",
+    "accumulator_tile",
     "digits_index",
     "enumerate_digits",
     "index_matrix",

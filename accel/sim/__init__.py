@@ -27,20 +27,22 @@ Gemmini RTL measurements), `hazards` (the orderings the chip enforces, and a tra
 (True, True)
 """
 
-from accel.sim.accounting import MemoryLevels
-from accel.sim.accounting import gemmini_levels
-from accel.sim.accounting import trace_accesses
-from accel.sim.decode import NORM_STAT_IDS
-from accel.sim.decode import DecodedTrace
-from accel.sim.decode import decode
-from accel.sim.engine import CHUNK
-from accel.sim.engine import SimResult
-from accel.sim.engine import run
-from accel.sim.engine import run_batch
+from accel.sim.accounting import MemoryLevels, gemmini_levels, trace_accesses
+from accel.sim.decode import NORM_STAT_IDS, DecodedTrace, decode
+from accel.sim.engine import CHUNK, SimResult, run, run_batch
 from accel.sim.hazards import Race, RaceReport, find_races
 from accel.sim.memory import DramImage
-from accel.sim.rtl import RtlModel
-from accel.sim.rtl import validate_rtl_sim
+from accel.sim.reference import conv_acc, gemm_acc, igelu, requantize, softmax_rows
+from accel.sim.rtl import (
+    RtlModel,
+    RtlRow,
+    metrics,
+    parse_row,
+    prepare_rows,
+    read_rtl_csv,
+    simulate_rows,
+    validate_rtl_sim,
+)
 from accel.sim.state import SimState
 from accel.sim.timing import TimingTable
 
@@ -53,14 +55,25 @@ __all__ = [
     "Race",
     "RaceReport",
     "RtlModel",
+    "RtlRow",
     "SimResult",
     "SimState",
     "TimingTable",
+    "conv_acc",
     "decode",
     "find_races",
+    "gemm_acc",
     "gemmini_levels",
+    "igelu",
+    "metrics",
+    "parse_row",
+    "prepare_rows",
+    "read_rtl_csv",
+    "requantize",
     "run",
     "run_batch",
+    "simulate_rows",
+    "softmax_rows",
     "trace_accesses",
     "validate_rtl_sim",
 ]

@@ -18,8 +18,7 @@ import types
 
 from accel.arch import HardwareConfig
 from accel.isa import IsaParams
-from accel.lower.core import EPILOGUE_OPS
-from accel.lower.nest import ACC, C, K, N, Nest, P, Q
+from accel.lower import EPILOGUE_OPS, accumulator_tile
 from accel.mapping import Mapping
 from workloads.errors import DSLError
 from workloads.layer import Layer
@@ -83,11 +82,10 @@ def launch(tensors, **options):
 
 def blocks(layer: Layer, mapping: Mapping, hw: HardwareConfig) -> dict[str, int]:
     """The kernel's block sizes: the mapping's accumulator tile, clipped to the layer."""
-    nest = Nest(layer, mapping, IsaParams.from_hardware(hw).dim)
-    ext = nest.ext[ACC]
-    return {"TN": min(int(ext[N]), layer.N), "TP": min(int(ext[P]), layer.P),
-            "TQ": min(int(ext[Q]), layer.Q), "BLOCK_N": min(int(ext[K]), layer.K),
-            "BLOCK_C": min(int(ext[C]), layer.C)}
+    tile = accumulator_tile(layer, mapping, IsaParams.from_hardware(hw).dim)
+    return {"TN": min(tile["N"], layer.N), "TP": min(tile["P"], layer.P),
+            "TQ": min(tile["Q"], layer.Q), "BLOCK_N": min(tile["K"], layer.K),
+            "BLOCK_C": min(tile["C"], layer.C)}
 
 
 def emit(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, acc_scale: float = 1.0,
@@ -97,7 +95,7 @@ def emit(layer: Layer, mapping: Mapping, hw: HardwareConfig, *, acc_scale: float
     The epilogue is the layer's (``bias``, ``add``, ``relu`` or ``gelu``), then ``acc_scale`` and
     int8 saturation on the store (int32 with ``full_output``), as `accel.lower.lower` does.
     """
-    from accel.lower.layout import input_hw
+    from accel.lower import input_hw
 
     if layer.groups != 1 or layer.upsample != (1, 1):
         raise DSLError(f"layer {layer.name or layer.kind}: emit handles groups=1 convs and "

@@ -199,13 +199,13 @@ class Machine:
 
     def op_gelu(self, op: Op, x: Any) -> Any:
         from accel.lower import igelu_constants
-        from accel.sim.reference import igelu
+        from accel.sim import igelu
 
         return as_type(igelu(np.asarray(x, np.int32), *igelu_constants()), op.results[0].type)
 
     def op_softmax(self, op: Op, x: Any, mask: Any = None) -> Any:
         from accel.lower import iexp_constants
-        from accel.sim.reference import softmax_rows
+        from accel.sim import softmax_rows
 
         x = np.asarray(x, np.int32)
         keep = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)

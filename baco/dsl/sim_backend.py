@@ -45,7 +45,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.isa import Instruction, LocalAddr
-from accel.lower.chain import softmax_passes
+from accel.lower import softmax_passes
 from accel.sim import SimResult
 from accel.sim import run as sim_run
 from accel.trace import Trace

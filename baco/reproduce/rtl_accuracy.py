@@ -98,7 +98,7 @@ def held_out(p: dict[str, Any], index: np.ndarray) -> np.ndarray:
 def _held_out_rows(path: str, limit: int | None, fraction: float, seed: int) -> np.ndarray:
     """Row numbers of the held-out layers' rows (the groups are `layer_key`s over all rows,
     so every predictor's cases share one split)."""
-    from perfmodels.atformer.train import layer_key, split_by_group
+    from perfmodels.atformer import layer_key, split_by_group
     from perfmodels.validate import read_rows
     rows = read_rows(path, limit=limit, strict=False, cycles_key="target.gemmini_cycle")
     keys: dict[tuple, int] = {}
@@ -160,7 +160,7 @@ class RtlAccuracy:
         p = {**p, "data": str((PROJECT_ROOT / p["data"]).resolve())}
         pred = p["predictor"]
         if pred == "sim":
-            from accel.sim.rtl import read_rtl_csv, simulate_rows
+            from accel.sim import read_rtl_csv, simulate_rows
             rows = read_rtl_csv(p["data"], limit=p["stop"])[p["start"]:p["stop"]]
             cycles = simulate_rows(rows)
             return {"predictor": pred, "index": [r.index for r in rows],
@@ -194,7 +194,7 @@ class RtlAccuracy:
 
     def reduce(self, params: RtlParams, results: dict[str, dict], out: pathlib.Path,
                n_cases: int) -> str:
-        from accel.sim.rtl import metrics
+        from accel.sim import metrics
         from baco.plots import predicted_vs_measured
         series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for pred in params.predictors:

@@ -85,7 +85,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from accel.arch import HardwareConfig
-from accel.lower.nest import padded_layer
+from accel.lower import padded_layer
 from accel.mapping import Mapping
 from baco.errors import ConfigError, InfeasibleError
 from baco.result import CodesignResult, HistoryPoint, LayerResult
