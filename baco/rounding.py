@@ -40,8 +40,7 @@ import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays, tensor_bits
 from accel.design import Design
-from accel.lower import gelu_on_chip
-from accel.lower.nest import padded_layer
+from accel.lower import gelu_on_chip, padded_layer
 from accel.mapping import Mapping, layer_geometry
 from baco import (
     rounding_area,
