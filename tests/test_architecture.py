@@ -53,7 +53,8 @@ BACO_LAYERS = (
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
      "program_validation", "rtl_validation", "objective"},
     {"search"},  # the baselines and what every gradient search shares (start points)
-    {"codesign_loop"},  # BACO's search loop
+    {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
+     "codesign_sim"},  # BACO's search loop
     {"run", "dataset"},  # an experiment, a dataset
     {"reproduce", "plots"},  # the seed's tables and figures
     {"", "__main__", "cli", "cli_reproduce", "cli_simulate", "cli_surrogate"},  # the faces
@@ -167,8 +168,6 @@ def test_no_new_import_past_a_face():
 # ------------------------------------------------------------------------------ sizes
 MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_CLASS_LINES = 700, 120, 250
 OVERSIZED_NOW = {
-    "module baco/codesign_loop.py",
-    "class baco/codesign_loop.py:_Search",
     "class baco/rounding.py:Rounder",
 }
 """What is still over the limits (the restructuring splits them); anything new fails."""
