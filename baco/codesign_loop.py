@@ -60,7 +60,7 @@ from baco.codesign_refine import Refinement
 from baco.codesign_sim import SimRounds, sim_learner
 from baco.codesign_starts import ROUNDED_PER_START, StartSlots  # noqa: F401
 from baco.config import CodesignConfig
-from baco.objective import load_predictor, objective  # noqa: F401
+from baco.objective import load_predictor, objective
 from baco.progress import Progress, yardstick_name
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.search import base_hardware, make_optimizer, resolve_network  # noqa: F401
@@ -99,7 +99,7 @@ class _Search:
                           fixed=config.hw_mode == "fixed")
         hybrid = load_predictor(config, hw.template_spec)
         learner, reserve = sim_learner(net, hw, config, hybrid)
-        self.problem = CodesignProblem(net, hw, config, hybrid)
+        self.problem = CodesignProblem(net, hw, config, hybrid, analytic=objective)
         self.ledger = Ledger(learner)
         self.budget = config.budget_samples - reserve
         self.descent_budget = round(self.budget * (1.0 - config.refine_fraction))

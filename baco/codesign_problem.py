@@ -6,7 +6,7 @@ the run read them from here each time."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -35,10 +35,11 @@ TWO_STAGES_LOGIT = float(np.log(1.0 / 3.0) - np.log(2.0 / 3.0))
 class CodesignProblem:
     """The network, base hardware and config of a run, and what they define: the searched
     layers, the `Rounder`, the `relax.RelaxSpace`, the descent's `Settings` and the random key
-    every start and refinement round folds its own from."""
+    every start and refinement round folds its own from. Without a hybrid model, descent
+    follows `analytic` (`baco.objective.objective`)."""
 
     def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig,
-                 hybrid: Any) -> None:
+                 hybrid: Any, analytic: Callable[..., Any] = objective) -> None:
         self.net = net
         self.config = config
         # The dims searched (`baco.padding`); results carry the network's own layers.
@@ -69,7 +70,7 @@ class CodesignProblem:
             learning_rate=config.learning_rate, decay_steps=config.steps_per_start,
             lr_final_fraction=config.lr_final_fraction,
             round_steps=min(config.round_every, config.steps_per_start),
-            objective=objective if hybrid is None else HybridObjective(hybrid),
+            objective=analytic if hybrid is None else HybridObjective(hybrid),
             area_budget_mm2=config.area_budget_mm2,
             fusion=self._fusion_terms())
         self.key = jax.random.PRNGKey(config.seed)
