@@ -187,7 +187,7 @@ def test_a_killed_fused_search_resumes_to_the_uninterrupted_result(tmp_path, com
 def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     import jax
 
-    from baco import codesign as search
+    from baco import codesign_loop as search
 
     net = _g("G10")
     state = search._Search(net, HW, CodesignConfig(budget_samples=1000, seed=0, fusion=True))
