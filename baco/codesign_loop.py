@@ -51,19 +51,15 @@ import numpy as np
 from accel.arch import HardwareConfig
 from baco.checkpoint import load_checkpoint, save_checkpoint
 from baco.codesign_ledger import CodesignWarning, Ledger
-from baco.codesign_problem import (  # noqa: F401 (the start logits: reached from here)
-    OWN_ORDER_LOGIT,
-    TWO_STAGES_LOGIT,
-    CodesignProblem,
-)
+from baco.codesign_problem import CodesignProblem
 from baco.codesign_refine import Refinement
 from baco.codesign_sim import SimRounds, sim_learner
-from baco.codesign_starts import ROUNDED_PER_START, StartSlots  # noqa: F401
+from baco.codesign_starts import StartSlots
 from baco.config import CodesignConfig
 from baco.objective import load_predictor, objective
 from baco.progress import Progress, yardstick_name
 from baco.result import CodesignResult, HistoryPoint, LayerResult
-from baco.search import base_hardware, make_optimizer, resolve_network  # noqa: F401
+from baco.search import base_hardware, resolve_network
 from perfmodels.energy import check_area_budget
 from perfmodels.score import plain_edp
 from workloads.errors import ConfigError, InfeasibleError

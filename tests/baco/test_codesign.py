@@ -18,7 +18,7 @@ from baco import codesign_loop as codesign_module
 from baco.codesign_loop import CodesignWarning, codesign
 from baco.config import ExperimentConfig
 from baco.objective import Settings, objective
-from baco.search import run_round
+from baco.search import make_optimizer, run_round
 from perfmodels import relax
 
 TINY = ExperimentConfig.load(Path(__file__).parent / "data" / "tiny.yaml")
@@ -104,7 +104,7 @@ def test_run_round_goes_back_to_the_last_finite_point():
                         log_max_acc_kb=30.0, log_max_dram_bw=4.0, learning_rate=0.1,
                         decay_steps=100, lr_final_fraction=1.0, round_steps=6,
                         objective=climbing)
-    opt = codesign_module.make_optimizer(settings)
+    opt = make_optimizer(settings)
     thetas = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], theta)
     states = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], opt.init(theta))
     out, _, last, finite = run_round(thetas, states, jnp.ones((1, NET.unique_layers)), jnp.ones(1),
@@ -118,7 +118,7 @@ def test_run_round_goes_back_to_the_last_finite_point():
 def test_masked_layers_do_not_move():
     search = codesign_module._Search(NET, baco.search.starts.base_hardware("gemmini", None), CFG)
     theta = relax.init_random(jax.random.PRNGKey(1), search.space)
-    opt = codesign_module.make_optimizer(search.settings)
+    opt = make_optimizer(search.settings)
     thetas = jax.tree_util.tree_map(lambda a: jnp.stack([jnp.asarray(a)] * 2), theta)
     states = jax.tree_util.tree_map(lambda a: jnp.stack([jnp.asarray(a)] * 2), opt.init(theta))
     masks = jnp.array([[1.0, 0.0, 1.0, 1.0, 1.0], [1.0] * 5])

@@ -15,7 +15,7 @@ import pytest
 from accel.arch import HardwareConfig
 from accel.design import design_of
 from accel.mapping import Mapping
-from baco.codesign_loop import OWN_ORDER_LOGIT, TWO_STAGES_LOGIT
+from baco.codesign_problem import OWN_ORDER_LOGIT, TWO_STAGES_LOGIT
 from baco.objective import Settings, objective
 from baco.refine import global_moves, narrow_moves
 from baco.rounding import Rounder, argmax_orders

@@ -188,6 +188,7 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     import jax
 
     from baco import codesign_loop as search
+    from baco.objective import objective
 
     net = _g("G10")
     state = search._Search(net, HW, CodesignConfig(budget_samples=1000, seed=0, fusion=True))
@@ -197,7 +198,7 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
 
     def loss(settings):
         (value, totals), grad = jax.jit(jax.value_and_grad(
-            lambda t: search.objective(t, state.space, settings), has_aux=True))(theta)
+            lambda t: objective(t, state.space, settings), has_aux=True))(theta)
         return float(value), [float(x) for x in totals], grad
 
     fused, (cycles, pj), grad = loss(state.settings)
