@@ -22,6 +22,7 @@ from accel.mapping import footprint_kb as mapping_footprint_kb
 from accel.mapping import tile_words
 from baco.rounding_factors import NUM_DIMS, fill_array
 from perfmodels import aware as aware_model
+from perfmodels import relax
 from perfmodels.accesses import MappingArrays
 from perfmodels.analytic import fast_jit
 from workloads.errors import ConfigError, InfeasibleError
@@ -117,17 +118,10 @@ def infer_hardware(r: Rounder, temporal: np.ndarray, spatial: np.ndarray, stages
         stages=stages.astype(np.float32))
     hwp = jax.tree_util.tree_map(np.asarray, _infer_many(
         r.template, r.base_hw.to_params(), r.packed, maps, r.aware))
-    step = r.sram_step_kb
-    out = []
-    for p in range(points):
-        def kb(x: float) -> float:
-            return float(max(step, math.ceil(float(x) / step - 1e-6) * step))
-        out.append(dataclasses.replace(
-            r.base_hw, pe_rows=max(1, math.ceil(float(hwp.pe_rows[p]) - 1e-4)),
-            pe_cols=max(1, math.ceil(float(hwp.pe_cols[p]) - 1e-4)),
-            sp_kb=kb(hwp.sp_kb[p]), acc_kb=kb(hwp.acc_kb[p]),
-            dram_bw_words=float(dram_bw_words[p]), name="baco"))
-    return out
+    return [relax.rounded_up_hardware(r.base_hw, hwp.pe_rows[p], hwp.pe_cols[p], hwp.sp_kb[p],
+                                      hwp.acc_kb[p], r.sram_step_kb,
+                                      dram_bw_words=float(dram_bw_words[p]), name="baco")
+            for p in range(points)]
 
 
 def realize(r: Rounder, design: Design) -> Design:

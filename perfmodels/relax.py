@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -440,6 +441,19 @@ def init_random(key: Any, space: RelaxSpace, scale: float = 1.0,
     return RelaxedPoint(mappings=mappings, hw=_hw_point(space))
 
 
+def rounded_up_hardware(hw: HardwareConfig, pe_rows: float, pe_cols: float, sp_kb: float,
+                        acc_kb: float, sram_step_kb: float = 1.0, **fields: Any
+                        ) -> HardwareConfig:
+    """`hw` with the smallest buildable sizes that hold inferred (continuous) ones: PE dims
+    rounded up, buffers up to whole `sram_step_kb` steps; `fields` replace others."""
+    def kb(x: float) -> float:
+        return float(max(sram_step_kb, math.ceil(float(x) / sram_step_kb - 1e-6) * sram_step_kb))
+
+    return dataclasses.replace(hw, pe_rows=max(1, math.ceil(float(pe_rows) - 1e-4)),
+                               pe_cols=max(1, math.ceil(float(pe_cols) - 1e-4)),
+                               sp_kb=kb(sp_kb), acc_kb=kb(acc_kb), **fields)
+
+
 def min_hw(hw: HardwareConfig, layers: Sequence[Layer], mappings: Sequence[Mapping]
            ) -> HardwareConfig:
     """The smallest `hw`-like config (PE dims and KiB rounded up) holding every mapping.
@@ -449,8 +463,5 @@ def min_hw(hw: HardwareConfig, layers: Sequence[Layer], mappings: Sequence[Mappi
     from perfmodels.analytic import stack_layers, stack_mappings
     template = hw.template_spec
     hwp = infer_hw(template, hw.to_params(), stack_layers(layers), stack_mappings(mappings), 0.0)
-    return dataclasses.replace(
-        hw, pe_rows=int(np.ceil(float(hwp.pe_rows) - 1e-4)),
-        pe_cols=int(np.ceil(float(hwp.pe_cols) - 1e-4)),
-        sp_kb=float(max(1.0, np.ceil(float(hwp.sp_kb) - 1e-4))),
-        acc_kb=float(max(1.0, np.ceil(float(hwp.acc_kb) - 1e-4))), name=f"min_hw({hw.name})")
+    return rounded_up_hardware(hw, hwp.pe_rows, hwp.pe_cols, hwp.sp_kb, hwp.acc_kb,
+                               name=f"min_hw({hw.name})")
