@@ -4,6 +4,7 @@ accumulator block, a dot's ``preload`` / ``compute`` pairs, and a store's ``mvou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,16 +60,8 @@ def to_scratchpad(chip: Chip, block: DramBlock | OnChipBlock, loc: Loc) -> SpTil
             short = np.flatnonzero(clipped[:vr] < vc)
             for start, length in consecutive(short):
                 chip.zero_fill(tile.row(rb, cb, d) + start, length, vc, acc=False)
-    esize = block.dtype.numpy.itemsize
-    step = chip.max_cols[False] // d
-    for r0, n, off0, stride, p in runs:
-        rb, lr = divmod(r0, d)
-        ident = chip.config_ld(SP_DATA, None if stride is None else stride * esize, None)
-        for cb0 in range(0, -(-p // d), step):
-            ncols = min(p - cb0 * d, step * d)
-            chip.ins.append(MOVES[ident](
-                chip.addr[block.arg] + (off0 + cb0 * d) * esize,
-                tile.row(rb, cb0, d) + lr, n, ncols))
+    mvin_runs(chip, block, runs, SP_DATA, None, chip.max_cols[False],
+              lambda rb, cb, row: tile.row(rb, cb, d) + row)
     chip.sp_tiles.append(tile)
     block.sp = tile
     return tile
@@ -172,19 +165,28 @@ def load_into_accumulator(chip: Chip, tile: AccTile, block: DramBlock, loc: Loc)
         ensure_written(chip, tile, np.argwhere(np.ones_like(tile.written)))
         accumulate = True
     shrunk = block.dtype == int8
-    esize = block.dtype.numpy.itemsize
-    step = chip.max_cols[not shrunk] // d
-    for r0, n, off0, stride, p in row_runs(offsets, mask, d, block.loc, "load"):
-        mb, lr = divmod(r0, d)
-        ident = chip.config_ld(ACC_DATA, None if stride is None else stride * esize, shrunk)
-        for nb0 in range(0, -(-p // d), step):
-            ncols = min(p - nb0 * d, step * d)
-            chip.ins.append(MOVES[ident](
-                chip.addr[block.arg] + (off0 + nb0 * d) * esize,
-                LocalAddr.accumulator(tile.row(mb, nb0, d) + lr, accumulate=accumulate),
-                n, ncols))
+    mvin_runs(chip, block, row_runs(offsets, mask, d, block.loc, "load"), ACC_DATA, shrunk,
+              chip.max_cols[not shrunk],
+              lambda mb, nb, row: LocalAddr.accumulator(tile.row(mb, nb, d) + row,
+                                                        accumulate=accumulate))
     tile.written[:] = True
 
+
+
+def mvin_runs(chip: Chip, block: DramBlock, runs: list, level: int, shrunk: bool | None,
+              max_cols: int, local: Callable[[int, int, int], Any]) -> None:
+    """Each run's rows moved in from DRAM, at most `max_cols` columns (whole blocks) a mvin;
+    ``local(block row, column block, row in block)`` is where a mvin's first row lands."""
+    d = chip.dim
+    esize = block.dtype.numpy.itemsize
+    step = max_cols // d
+    for r0, n, off0, stride, p in runs:
+        rb, lr = divmod(r0, d)
+        ident = chip.config_ld(level, None if stride is None else stride * esize, shrunk)
+        for cb0 in range(0, -(-p // d), step):
+            ncols = min(p - cb0 * d, step * d)
+            chip.ins.append(MOVES[ident](chip.addr[block.arg] + (off0 + cb0 * d) * esize,
+                                         local(rb, cb0, lr), n, ncols))
 
 def mvout_runs(chip: Chip, arg: int, tile: AccTile, runs: list, esize: int, full: bool,
                act: str, scale: float) -> None:

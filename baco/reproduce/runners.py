@@ -21,33 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from baco.reproduce.ablation import (  # noqa: F401 - the runners, importable here
-    Ablation,
-    AblationParams,
-    AblationRow,
-    missing_fields,
-    unavailable,
-)
-from baco.reproduce.area_sweep import (  # noqa: F401
-    PARETO_HEADER,
-    AreaSweep,
-    AreaSweepParams,
-)
-from baco.reproduce.convergence import (  # noqa: F401
-    Convergence,
-    ConvergenceParams,
-    _geomean_curve,
-)
-from baco.reproduce.end_to_end import EndToEnd, EndToEndParams  # noqa: F401
-from baco.reproduce.operators import OperatorParams, Operators  # noqa: F401
-from baco.reproduce.rtl_accuracy import (  # noqa: F401
-    PREDICTORS,
-    RtlAccuracy,
-    RtlParams,
-    held_out,
-    hybrid_unavailable,
-)
-from baco.reproduce.runner_io import spread  # noqa: F401
+from baco.reproduce.ablation import Ablation
+from baco.reproduce.area_sweep import AreaSweep
+from baco.reproduce.convergence import Convergence
+from baco.reproduce.end_to_end import EndToEnd
+from baco.reproduce.operators import Operators
+from baco.reproduce.rtl_accuracy import RtlAccuracy
 from baco.reproduce.spec import parse
 from workloads.errors import ConfigError
 
@@ -65,5 +44,4 @@ def parse_params(kind: str, data: dict[str, Any], where: str) -> Any:
     return params
 
 
-__all__ = ["PREDICTORS", "RUNNERS", "hybrid_unavailable", "missing_fields", "parse_params",
-           "spread"]
+__all__ = ["RUNNERS", "parse_params"]

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from baco.result import CodesignResult
 from baco.search._space import MappingSampler
 from baco.search.bayes_opt import bayes_opt
-from baco.search.descent import decode_many, make_optimizer, mask_layers, run_round
+from baco.search.descent import decode_many, make_optimizer, run_round
 from baco.search.dosa import dosa
 from baco.search.gemmini_tiler import (
     gemmini_default,
@@ -61,7 +61,6 @@ __all__ = [
     "gemmini_default",
     "gemmini_mapping",
     "make_optimizer",
-    "mask_layers",
     "outermost_mapping",
     "random_hardware_within",
     "random_pruned",

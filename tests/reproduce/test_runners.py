@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baco.reproduce.runners import RUNNERS, missing_fields, parse_params, spread
+from baco.reproduce.ablation import missing_fields
+from baco.reproduce.runner_io import spread
+from baco.reproduce.runners import RUNNERS, parse_params
 from baco.reproduce.store import safe_id
 from workloads.errors import ConfigError
 
@@ -103,7 +105,7 @@ def test_rtl_reduce_splits_held_out_rows(tmp_path):
 
 
 def test_rtl_split_by_layer_holds_out_whole_layers():
-    from baco.reproduce.runners import held_out
+    from baco.reproduce.rtl_accuracy import held_out
     from perfmodels.atformer.train import layer_key
     from perfmodels.validate import read_rows
     p = {"data": "data/gemmini_rtl_train.csv", "limit": None, "split": "layers",
@@ -123,7 +125,7 @@ def test_rtl_split_by_layer_holds_out_whole_layers():
 
 
 def test_convergence_best_at_marks(tmp_path):
-    from baco.reproduce.runners import Convergence, _geomean_curve
+    from baco.reproduce.convergence import Convergence, _geomean_curve
     h = [[1, 10.0], [50, 4.0], [400, 1.0]]
     assert Convergence.best_at(h, 0) is None
     assert Convergence.best_at(h, 100) == 4.0
