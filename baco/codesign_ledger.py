@@ -1,24 +1,20 @@
-"""What a BACO co-design run (`baco.codesign_loop`) has spent and found: the samples, the best
-design and its EDP, the history of best EDPs, the warnings and the seconds run; and its part of
-the checkpoint."""
+"""What a BACO co-design run (`baco.codesign_loop`) spends and finds: the samples, the best
+design and its EDP, the history of best EDPs and the warnings, kept in the run's
+`SearchState` (its `LedgerState`)."""
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from typing import Any
 
 import numpy as np
 
-from accel.arch import HardwareConfig
 from accel.design import Design
+from baco.codesign_state import SearchState
 from baco.rounding import Rounder
 
-__all__ = ["DESIGN_FIELDS", "CodesignWarning", "Ledger"]
-
-DESIGN_FIELDS = ("temporal", "spatial", "order", "stages")
-"""A design's arrays, as the checkpoint holds them."""
+__all__ = ["CodesignWarning", "Ledger"]
 
 
 class CodesignWarning(UserWarning):
@@ -26,60 +22,46 @@ class CodesignWarning(UserWarning):
 
 
 class Ledger:
-    """The samples spent, the best design (checked by the rounder when taken, and offered to
-    the ``sim_hybrid`` learner with every design scored), its history and the warnings."""
+    """Functions of a `SearchState`'s ledger: charge samples, take a better design (offering
+    every scored design to the ``sim_hybrid`` learner), note the history, warn. It holds the
+    learner and the run's clock: the seconds run before this process (a resumed run's), plus
+    this process's."""
 
-    def __init__(self, learner: Any = None) -> None:
+    def __init__(self, learner: Any = None, seconds_before: float = 0.0) -> None:
         self.learner = learner            # a baco.sim_hybrid.SimLearner with sim_hybrid
-        self.samples = 0
-        self.best: Design | None = None
-        self.best_edp = math.inf
-        self.history: list[tuple[int, float, float]] = []   # (samples, seconds, best_edp)
-        self.seconds_before = 0.0
+        self.seconds_before = seconds_before
         self.started = time.perf_counter()
-        self.warnings: list[str] = []
 
     def seconds(self) -> float:
         return self.seconds_before + time.perf_counter() - self.started
 
-    def consider(self, rounder: Rounder, designs: list[Design], edps: np.ndarray) -> None:
+    @staticmethod
+    def charge(state: SearchState, samples: int) -> SearchState:
+        """`samples` more spent."""
+        ledger = state.ledger
+        return state.replace(ledger=ledger.replace(samples=ledger.samples + int(samples)))
+
+    def consider(self, state: SearchState, rounder: Rounder, designs: list[Design],
+                 edps: np.ndarray) -> SearchState:
         """Keep the best of `designs` if it beats the best so far."""
         if self.learner is not None:
-            self.learner.offer(designs, edps)
+            learner = self.learner.offer(state.sim.learner, designs, edps)
+            state = state.replace(sim=state.sim.replace(learner=learner))
         for design, edp in zip(designs, edps):
-            if np.isfinite(edp) and edp < self.best_edp:
+            if np.isfinite(edp) and edp < state.ledger.best_edp:
                 rounder.check(design)
-                self.best, self.best_edp = design, float(edp)
-                self.note()
+                state = self.note(state.replace(ledger=state.ledger.replace(
+                    best=design, best_edp=float(edp))))
+        return state
 
-    def note(self) -> None:
+    def note(self, state: SearchState) -> SearchState:
         """Record the best EDP now in the history."""
-        self.history.append((self.samples, self.seconds(), self.best_edp))
+        ledger = state.ledger
+        point = (ledger.samples, self.seconds(), ledger.best_edp)
+        return state.replace(ledger=ledger.replace(history=ledger.history + (point,)))
 
-    def warn(self, message: str, stacklevel: int) -> None:
-        self.warnings.append(message)
+    @staticmethod
+    def warn(state: SearchState, message: str, stacklevel: int) -> SearchState:
         warnings.warn(message, CodesignWarning, stacklevel=stacklevel + 1)
-
-    def save(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        """Add this ledger to a checkpoint's `arrays` and `meta`."""
-        if self.best is not None:
-            for name in DESIGN_FIELDS:
-                arrays[f"best_{name}"] = getattr(self.best, name)
-        meta.update({
-            "samples": self.samples,
-            "best_hw": None if self.best is None else self.best.hw.to_dict(),
-            "best_edp": self.best_edp, "history": self.history,
-            "seconds": self.seconds(), "warnings": self.warnings,
-        })
-
-    def load(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        """Continue from what `save` wrote."""
-        self.samples = meta["samples"]
-        self.best_edp = float(meta["best_edp"])
-        self.history = [tuple(h) for h in meta["history"]]
-        self.seconds_before = float(meta["seconds"])
-        self.started = time.perf_counter()
-        self.warnings = list(meta["warnings"])
-        if meta["best_hw"] is not None:
-            self.best = Design(hw=HardwareConfig.from_dict(meta["best_hw"]),
-                               **{name: arrays[f"best_{name}"] for name in DESIGN_FIELDS})
+        ledger = state.ledger
+        return state.replace(ledger=ledger.replace(warnings=ledger.warnings + (message,)))

@@ -55,6 +55,7 @@ from baco.codesign_problem import CodesignProblem
 from baco.codesign_refine import Refinement
 from baco.codesign_sim import SimRounds, sim_learner
 from baco.codesign_starts import StartSlots
+from baco.codesign_state import LedgerState, RefineState, SearchState, SlotsState
 from baco.config import CodesignConfig
 from baco.objective import load_predictor, objective
 from baco.progress import Progress, yardstick_name
@@ -67,8 +68,9 @@ from workloads.network import Network
 
 __all__ = ["CodesignWarning", "RoundInfo", "codesign"]
 
-CHECKPOINT_VERSION = 4        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
-#                               4: free hardware grown by the tiles, narrowed arrays scored
+CHECKPOINT_VERSION = 5        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
+#                               4: free hardware grown by the tiles, narrowed arrays scored;
+#                               5: the search's state saved as it is (`SearchState`)
 
 
 class RoundInfo(NamedTuple):
@@ -81,11 +83,17 @@ class RoundInfo(NamedTuple):
     seconds: float
 
 
+def _plain(value: Any) -> Any:
+    """`value` as JSON reads it back (tuples as lists), to compare what a run was given."""
+    return json.loads(json.dumps(value))
+
+
 # --------------------------------------------------------------------------- the search
 class _Search:
-    """One run: its phases (descent, refinement, with ``sim_hybrid`` a final simulation) over
-    the parts that hold its state: the problem, the ledger of samples and best design, the
-    start slots, the refinement and the simulation rounds; see the module docstring."""
+    """One run: its phases (descent, refinement, with ``sim_hybrid`` a final simulation), each
+    round a function from one `SearchState` to the next over the parts that know how: the
+    problem, the ledger of samples and best design, the start slots, the refinement and the
+    simulation rounds; see the module docstring."""
 
     def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig) -> None:
         self.net = net
@@ -103,104 +111,72 @@ class _Search:
         self.refinement = Refinement(self.problem, self.ledger)
         self.sim = (None if learner is None
                     else SimRounds(learner, self.problem, self.ledger, self.budget))
-        self.round = 0
-        self.done = False
-        self.phase = "descent"
 
-    @property
-    def space(self) -> Any:
-        return self.problem.space
-
-    @property
-    def settings(self) -> Any:
-        return self.problem.settings
-
-    @property
-    def samples(self) -> int:
-        return self.ledger.samples
-
-    @property
-    def best_edp(self) -> float:
-        return self.ledger.best_edp
-
-    def seconds(self) -> float:
-        return self.ledger.seconds()
-
-    def _new_start(self, slot: int) -> Any:
-        return self.slots.new_start(slot)
+    def start(self) -> SearchState:
+        """The state before the first round."""
+        return SearchState(round=0, phase="descent", done=False, ledger=LedgerState.start(),
+                           slots=SlotsState.start(self.config.starts),
+                           refine=RefineState(refiner=None, cursor=0),
+                           sim=None if self.sim is None else self.sim.start())
 
     # ------------------------------------------------------------------ one round
-    def step_round(self) -> bool:
-        """One round of the current phase; False when the budget is spent."""
-        if self.phase == "descent":
-            if (self.slots.descent_round(self.round) if self.config.descent
-                    else self.slots.starts_round()):
-                self.round += 1
-                self._simulate_if_due()
-                return True
-            self.phase = "refine"
-        if self.ledger.best is None or not self.refinement.round(self.budget, self.round):
-            if self.sim is not None and self.phase != "final":
-                self.phase = "final"
-                self.sim.round(final=True)
-            return False
-        self.round += 1
-        self._simulate_if_due()
-        return True
+    def step_round(self, state: SearchState) -> SearchState:
+        """One round of the current phase; done when the budget is spent."""
+        if state.phase == "descent":
+            state, stepped = (self.slots.descent_round(state, state.round) if self.config.descent
+                              else self.slots.starts_round(state))
+            if stepped:
+                return self._next_round(state)
+            state = state.replace(phase="refine")
+        if state.ledger.best is not None:
+            state, stepped = self.refinement.round(state, self.budget, state.round)
+            if stepped:
+                return self._next_round(state)
+        if self.sim is not None and state.phase != "final":
+            state = self.sim.round(state.replace(phase="final"), final=True)
+        return state.replace(done=True)
 
-    def _simulate_if_due(self) -> None:
-        """``sim_hybrid``: a simulation round every ``budget / sim_rounds`` samples (the last
-        one comes when the budget is spent)."""
-        if self.sim is not None:
-            self.sim.if_due()
+    def _next_round(self, state: SearchState) -> SearchState:
+        """The round counted; with ``sim_hybrid``, a simulation round every ``budget /
+        sim_rounds`` samples (the last one comes when the budget is spent)."""
+        state = state.replace(round=state.round + 1)
+        return state if self.sim is None else self.sim.if_due(state)
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue bit-identically, as numpy arrays and JSON."""
-        arrays: dict[str, np.ndarray] = {}
-        meta = {
-            "version": CHECKPOINT_VERSION,
-            "config": self.config.to_dict(),
-            "network": self.net.to_dict()["layers"],
-            "hardware": self.base_hw.to_dict(),
-            "round": self.round, "done": self.done, "phase": self.phase,
-        }
-        self.ledger.save(arrays, meta)
-        self.slots.save(arrays, meta)
-        self.refinement.save(meta)
-        if self.sim is not None:
-            self.sim.save(arrays, meta)
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-        return arrays
+    def checkpoint(self, state: SearchState) -> dict[str, Any]:
+        """What the checkpoint holds: the state as it is, the seconds run so far, and what it
+        was run on."""
+        return {"version": CHECKPOINT_VERSION, "config": self.config.to_dict(),
+                "network": self.net.to_dict()["layers"], "hardware": self.base_hw.to_dict(),
+                "state": state.replace(ledger=state.ledger.replace(
+                    seconds=self.ledger.seconds()))}
 
-    def load_state_dict(self, arrays: dict[str, np.ndarray], where: str) -> None:
-        meta = json.loads(arrays["meta"].tobytes().decode())
-        if meta.get("version") != CHECKPOINT_VERSION:
-            raise ConfigError(f"checkpoint {where}: version {meta.get('version')} is not "
+    def resume(self, saved: Any, where: str) -> SearchState:
+        """The state a checkpoint holds, after checking it was written for this run."""
+        if not isinstance(saved, dict) or saved.get("version") != CHECKPOINT_VERSION:
+            version = saved.get("version") if isinstance(saved, dict) else None
+            raise ConfigError(f"checkpoint {where}: version {version} is not "
                               f"{CHECKPOINT_VERSION}; delete it to start over")
         mine_config = self.config.to_dict()
         defaults = CodesignConfig().to_dict()
-        for key in [k for k in mine_config if k not in meta["config"]]:
+        for key in [k for k in mine_config if k not in saved["config"]]:
             if mine_config[key] == defaults[key]:  # a checkpoint from before that option
                 mine_config.pop(key)
         for key, mine in (("config", mine_config),
                           ("network", self.net.to_dict()["layers"]),
                           ("hardware", self.base_hw.to_dict())):
-            if json.loads(json.dumps(mine)) != meta[key]:
+            if _plain(mine) != _plain(saved[key]):
                 raise ConfigError(f"checkpoint {where}: it was written for a different {key}; "
                                   "resume with the same config, or delete it to start over")
-        self.round = meta["round"]
-        self.done = bool(meta["done"])
-        self.phase = meta["phase"]
-        self.ledger.load(arrays, meta)
-        if self.sim is not None:          # first: the model the rest descends and scores on
-            self.sim.load(arrays, meta)
-        self.refinement.load(meta)
-        self.slots.load(arrays, meta)
+        state = saved["state"]
+        self.ledger.seconds_before = state.ledger.seconds
+        if self.sim is not None:          # the model the rest descends and scores on
+            self.sim.follow(state)
+        return state
 
     # ------------------------------------------------------------------ result
-    def result(self) -> CodesignResult:
-        best, rounder, problem = self.ledger.best, self.problem.rounder, self.problem
+    def result(self, state: SearchState) -> CodesignResult:
+        best, rounder, problem = state.ledger.best, self.problem.rounder, self.problem
         if best is None:
             raise InfeasibleError("codesign: the budget ended before any design was rounded; "
                                   "raise codesign.budget_samples")
@@ -224,21 +200,21 @@ class _Search:
             for b, (layer, count, m) in enumerate(zip(self.net.layers, self.net.counts,
                                                       mappings)))
         history = tuple(HistoryPoint(samples=int(s), seconds=float(t), best_edp=float(e))
-                        for s, t, e in self.ledger.history)
+                        for s, t, e in state.ledger.history)
         extra = {
             "scorer": "instruction_aware" if self.config.instruction_aware else "analytic",
             "predictor": self.config.predictor,
-            "rounds": self.round, "starts_drawn": self.slots.next_start,
-            "config": self.config.to_dict(), "warnings": list(self.ledger.warnings),
+            "rounds": state.round, "starts_drawn": state.slots.next_start,
+            "config": self.config.to_dict(), "warnings": list(state.ledger.warnings),
         }
         if plain is not None:
             extra["edp_analytic"] = plain
         if fusion is not None:
             extra["fusion"] = fusion
         if self.sim is not None:
-            extra["sim_hybrid"] = self.sim.learner.summary(best)
+            extra["sim_hybrid"] = self.sim.learner.summary(state.sim.learner, best)
         return CodesignResult(method="baco", network=self.net.name, hardware=best.hw,
-                              layers=layers, samples=self.ledger.samples, history=history,
+                              layers=layers, samples=state.ledger.samples, history=history,
                               seed=self.config.seed, extra=extra)
 
 
@@ -277,25 +253,23 @@ def codesign(network: Network | str, template: str = "gemmini",
     search = _Search(net, hw, config)
     ckpt = pathlib.Path(checkpoint) if checkpoint is not None else None
     resumed = resume and ckpt is not None and ckpt.exists()
-    if resumed:
-        search.load_state_dict(load_checkpoint(ckpt), str(ckpt))
+    state = (search.resume(load_checkpoint(ckpt), str(ckpt)) if resumed else search.start())
     yardstick = yardstick_name(config)
     bar = Progress(config.budget_samples, enabled=progress, label="baco", yardstick=yardstick,
-                   completed=search.samples, best_edp=search.best_edp)
+                   completed=state.ledger.samples, best_edp=state.ledger.best_edp)
     if resumed:
-        bar.note(f"baco: resuming from {ckpt}: round {search.round}, {search.samples} of "
-                 f"{config.budget_samples} samples done, best EDP {search.best_edp:.4g} "
-                 f"({yardstick})" if search.samples else f"baco: resuming from {ckpt}")
+        bar.note(f"baco: resuming from {ckpt}: round {state.round}, {state.ledger.samples} of "
+                 f"{config.budget_samples} samples done, best EDP {state.ledger.best_edp:.4g} "
+                 f"({yardstick})" if state.ledger.samples else f"baco: resuming from {ckpt}")
     try:
-        while not search.done:
-            if not search.step_round():
-                search.done = True
-            bar.update(search.samples, search.best_edp)
-            if ckpt is not None and (search.done or search.round % config.checkpoint_every == 0):
-                save_checkpoint(ckpt, search.state_dict())
+        while not state.done:
+            state = search.step_round(state)
+            bar.update(state.ledger.samples, state.ledger.best_edp)
+            if ckpt is not None and (state.done or state.round % config.checkpoint_every == 0):
+                save_checkpoint(ckpt, search.checkpoint(state))
             if on_round is not None:
-                on_round(RoundInfo(search.round, search.samples, config.budget_samples,
-                                   search.best_edp, search.seconds()))
+                on_round(RoundInfo(state.round, state.ledger.samples, config.budget_samples,
+                                   state.ledger.best_edp, search.ledger.seconds()))
     finally:
         bar.close()
-    return search.result()
+    return search.result(state)

@@ -75,8 +75,11 @@ class CodesignProblem:
             fusion=self._fusion_terms())
         self.key = jax.random.PRNGKey(config.seed)
         imp = config.importance
-        self.importance_config = ImportanceConfig(alpha=imp.alpha, beta=imp.beta,
-                                                  window=imp.window, patience=imp.patience)
+        self.importance = ImportanceScheduler(
+            self.layers, list(net.counts),
+            ImportanceConfig(alpha=imp.alpha, beta=imp.beta, window=imp.window,
+                             patience=imp.patience))
+        """The importance scheduler over the searched layers (`baco.importance`)."""
 
     def relaxed(self, mappings: Sequence[Mapping], softness: float, hw: HardwareConfig | None
                 ) -> relax.RelaxedPoint:
@@ -86,10 +89,6 @@ class CodesignProblem:
         return relax.from_mappings(self.space, mappings, softness=softness,
                                    order_logit=OWN_ORDER_LOGIT, stage_logit=TWO_STAGES_LOGIT,
                                    hw=hw or self.space.base_config)
-
-    def scheduler(self) -> ImportanceScheduler:
-        """A fresh importance scheduler over the searched layers (`baco.importance`)."""
-        return ImportanceScheduler(self.layers, list(self.net.counts), self.importance_config)
 
     def _fusion_terms(self) -> tuple[FusionTerm, ...]:
         """The relaxed objective's fusion terms (none without fusion, or without the

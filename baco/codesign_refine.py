@@ -1,6 +1,5 @@
 """BACO's refinement (`baco.codesign_loop`): rounds of exact local moves around the best design
-(`baco.refine`) on the layers the importance scheduler chooses, or in turn; its part of the
-checkpoint."""
+(`baco.refine`) on the layers the importance scheduler chooses, or in turn."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from baco.codesign_ledger import Ledger
 from baco.codesign_problem import CodesignProblem
-from baco.importance import ImportanceScheduler
+from baco.codesign_state import SearchState
 from baco.refine import GLOBAL_MOVES, round_moves
 from perfmodels.score import network_edp
 
@@ -19,47 +18,48 @@ __all__ = ["Refinement"]
 
 
 class Refinement:
-    """The layers each refinement round explores: the importance scheduler's choice (a new
-    scheduler once it abandoned every layer), or without it the next in round-robin order."""
+    """Functions of a `SearchState`'s refinement (`RefineState`): the layers each round
+    explores are the importance scheduler's choice (a new scheduler once it abandoned every
+    layer), or without it the next in round-robin order."""
 
     def __init__(self, problem: CodesignProblem, ledger: Ledger) -> None:
         self.problem, self.ledger = problem, ledger
-        self.refiner: ImportanceScheduler | None = None
-        self.cursor = 0                                   # round-robin refinement order
 
-    def _pick(self, k: int) -> np.ndarray:
+    def _pick(self, state: SearchState, k: int) -> tuple[SearchState, np.ndarray]:
         """The `k` layers this round explores."""
         problem = self.problem
         n_layers = len(problem.layers)
+        refine = state.refine
         if problem.config.importance.enabled:
-            if self.refiner is None or self.refiner.finished:
+            refiner = refine.refiner
+            if refiner is None or refiner.finished:
                 # The descent was every layer's first round (the scheduler's warm-up, t = 1):
                 # start from each layer's exact (energy, latency) in the best design.
-                self.refiner = problem.scheduler()
-                now = problem.rounder.score([self.ledger.best])
-                every = np.arange(n_layers)
-                self.refiner.record(every, np.asarray(now.energy_pj[0], np.float64),
-                                    np.asarray(now.cycles[0], np.float64))
-            return self.refiner.select(k)
-        pick = np.sort((self.cursor + np.arange(k)) % n_layers)
-        self.cursor = (self.cursor + k) % n_layers
-        return pick
+                now = problem.rounder.score([state.ledger.best])
+                refiner = problem.importance.record(
+                    problem.importance.start(), np.arange(n_layers),
+                    np.asarray(now.energy_pj[0], np.float64), np.asarray(now.cycles[0], np.float64))
+                state = state.replace(refine=refine.replace(refiner=refiner))
+            return state, problem.importance.select(refiner, k)
+        pick = np.sort((refine.cursor + np.arange(k)) % n_layers)
+        return state.replace(refine=refine.replace(cursor=(refine.cursor + k) % n_layers)), pick
 
-    def round(self, budget: int, round_no: int) -> bool:
+    def round(self, state: SearchState, budget: int, round_no: int
+              ) -> tuple[SearchState, bool]:
         """Exact local moves on the chosen layers of the best design (`baco.refine`), within
         `budget` samples in all; False when it is spent or no move is left."""
         problem, ledger = self.problem, self.ledger
         cfg = problem.config
-        remaining = budget - ledger.samples
+        remaining = budget - state.ledger.samples
         if remaining <= 0:
-            return False
+            return state, False
         k = min(cfg.importance.layers_per_round, len(problem.layers))
-        pick = self._pick(k)
+        state, pick = self._pick(state, k)
         key = jax.random.fold_in(jax.random.fold_in(problem.key, 1 << 20), round_no)
         rng = np.random.default_rng(np.asarray(
             jax.random.randint(key, (4,), 0, np.iinfo(np.int32).max)).astype(np.uint64))
         rounder = problem.rounder
-        best = ledger.best
+        best = state.ledger.best
         bw = best.hw.dram_bw_words
         owners, (T, S, O, ST), bws = round_moves(
             rounder, best, pick, cfg.refine_moves, rng, np.asarray(problem.space.orders[0, 0]),
@@ -67,7 +67,7 @@ class Refinement:
         owners = owners[:remaining]
         n = len(owners)
         if n == 0:
-            return False
+            return state, False
         # fixed batch size: one compilation
         batch = k * cfg.refine_moves + GLOBAL_MOVES + 2 * (cfg.hw_mode == "free")
         pad = batch - n
@@ -79,41 +79,32 @@ class Refinement:
                                  padded(O, best.order), padded(ST, best.stages),
                                  padded(bws, bw))[:n]
         metrics = rounder.score(designs + [designs[0]] * pad)
-        ledger.samples += n
+        state = ledger.charge(state, n)
         edps, _, _ = network_edp(metrics, problem.counts)
         edps = edps[:n]
-        current = ledger.best_edp
+        current = state.ledger.best_edp
         # Per layer, its best improving move; then all of them together (one more sample).
         improving = {}
         for j in np.argsort(edps, kind="stable"):
             b = owners[j]
             if edps[j] < current and b >= 0 and b not in improving:
                 improving[b] = int(j)
-        ledger.consider(rounder, designs, edps)
-        if len(improving) > 1 and ledger.samples < budget:
+        state = ledger.consider(state, rounder, designs, edps)
+        if len(improving) > 1 and state.ledger.samples < budget:
             T2, S2, O2, ST2 = (best.temporal.copy(), best.spatial.copy(), best.order.copy(),
                                best.stages.copy())
             for b, j in improving.items():
                 T2[b], S2[b], O2[b], ST2[b] = T[j, b], S[j, b], O[j, b], ST[j, b]
             combined = rounder.finish(T2[None], S2[None], O2[None], ST2[None], bw)
             edp_c = network_edp(rounder.score(combined), problem.counts)[0]
-            ledger.samples += 1
-            ledger.consider(rounder, combined, edp_c)
-        if self.refiner is not None and cfg.importance.enabled:
+            state = ledger.charge(state, 1)
+            state = ledger.consider(state, rounder, combined, edp_c)
+        refiner = state.refine.refiner
+        if refiner is not None and cfg.importance.enabled:
             # each chosen layer's (energy, latency) in the best design after its round
-            now = rounder.score([ledger.best])
-            self.refiner.record(pick, np.asarray(now.energy_pj[0, pick], np.float64),
-                                np.asarray(now.cycles[0, pick], np.float64))
-        return True
-
-    def save(self, meta: dict[str, Any]) -> None:
-        """Add the refinement's state to a checkpoint's `meta`."""
-        meta["refiner"] = None if self.refiner is None else self.refiner.state_dict()
-        meta["cursor"] = self.cursor
-
-    def load(self, meta: dict[str, Any]) -> None:
-        """Continue from what `save` wrote."""
-        self.cursor = int(meta["cursor"])
-        if meta["refiner"] is not None:
-            self.refiner = self.problem.scheduler()
-            self.refiner.load_state_dict(meta["refiner"])
+            now = rounder.score([state.ledger.best])
+            refiner = problem.importance.record(
+                refiner, pick, np.asarray(now.energy_pj[0, pick], np.float64),
+                np.asarray(now.cycles[0, pick], np.float64))
+            state = state.replace(refine=state.refine.replace(refiner=refiner))
+        return state, True

@@ -1,6 +1,6 @@
 """BACO's simulation rounds with ``predictor: sim_hybrid`` (`baco.codesign_loop`): the
 designs scored so far simulated, the hybrid model's residual fine-tuned on them
-(`baco.sim_hybrid`), the best simulated design made the best; their part of the checkpoint."""
+(`baco.sim_hybrid`), the best simulated design made the best."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 from accel.arch import HardwareConfig
 from baco.codesign_ledger import Ledger
 from baco.codesign_problem import CodesignProblem
+from baco.codesign_state import SearchState, SimRoundsState
 from baco.config import CodesignConfig
 from perfmodels.score import network_edp
 from workloads.errors import ConfigError
@@ -42,57 +43,65 @@ def sim_learner(net: Network, hw: HardwareConfig, config: CodesignConfig, hybrid
 
 
 class SimRounds:
-    """``sim_rounds`` simulation rounds: one every ``budget / sim_rounds`` samples, the last
-    when the budget is spent."""
+    """Functions of a `SearchState`'s simulation rounds (`SimRoundsState`): ``sim_rounds`` of
+    them, one every ``budget / sim_rounds`` samples, the last when the budget is spent."""
 
     def __init__(self, learner: Any, problem: CodesignProblem, ledger: Ledger,
                  budget: int) -> None:
         self.learner, self.problem, self.ledger, self.budget = learner, problem, ledger, budget
-        self.done = 0                     # simulation rounds finished
 
-    def if_due(self) -> None:
+    def start(self) -> SimRoundsState:
+        return SimRoundsState(learner=self.learner.start(), done=0)
+
+    def follow(self, state: SearchState) -> None:
+        """Descend and score on the model of `state`'s residual from now on."""
+        self.problem.use_hybrid(self.learner.hybrid(state.sim.learner))
+
+    def if_due(self, state: SearchState) -> SearchState:
         """A simulation round if the samples spent call for one."""
-        due = self.budget * (self.done + 1) / self.problem.config.sim_rounds
-        if self.done + 1 < self.problem.config.sim_rounds and self.ledger.samples >= due:
-            self.round(final=False)
+        done = state.sim.done
+        due = self.budget * (done + 1) / self.problem.config.sim_rounds
+        if done + 1 < self.problem.config.sim_rounds and state.ledger.samples >= due:
+            return self.round(state, final=False)
+        return state
 
-    def round(self, final: bool) -> None:
+    def _with_learner(self, state: SearchState, learner: Any, samples: int = 0
+                      ) -> SearchState:
+        return self.ledger.charge(state.replace(sim=state.sim.replace(learner=learner)),
+                                  samples)
+
+    def round(self, state: SearchState, final: bool) -> SearchState:
         """Simulate the pool, fine-tune the residual (`baco.sim_hybrid`); the best simulated
         design so far becomes the best design (refinement explores around it; after the last
         round, it is the result, each of its layers' programs first chosen by simulation
         among ``sim_polish`` neighbours: `SimLearner.polish`), scored again on the updated
         model."""
-        learner, problem, ledger = self.learner, self.problem, self.ledger
-        pool = [d for _, _, d in learner.pool]
+        learner, problem = self.learner, self.problem
+        lstate = state.sim.learner
+        pool = [d for _, _, d in lstate.pool]
         if pool:
             analytic = problem.rounder.analytic_score(pool)
-            ledger.samples += learner.simulate_pool(np.asarray(analytic.cycles, np.float64))
-        problem.use_hybrid(learner.fine_tune())
-        self.done += 1
-        record = learner.best()
+            lstate, cost = learner.simulate_pool(lstate, np.asarray(analytic.cycles, np.float64))
+            state = self._with_learner(state, lstate, cost)
+        state = self._with_learner(state, learner.fine_tune(lstate))
+        self.follow(state)
+        state = state.replace(sim=state.sim.replace(done=state.sim.done + 1))
+        record = learner.best(state.sim.learner)
         if final and record is not None and problem.config.sim_polish > 0:
-            before = len(learner.records)
-            ledger.samples += learner.polish(problem.rounder, record,
-                                             np.asarray(problem.space.orders[0, 0]),
-                                             problem.config.sim_polish)
-            if len(learner.records) > before:      # the composed design: learn it too
-                problem.use_hybrid(learner.fine_tune())
-            record = learner.best()
+            before = len(state.sim.learner.records)
+            lstate, cost = learner.polish(state.sim.learner, problem.rounder, record,
+                                          np.asarray(problem.space.orders[0, 0]),
+                                          problem.config.sim_polish)
+            state = self._with_learner(state, lstate, cost)
+            if len(lstate.records) > before:      # the composed design: learn it too
+                state = self._with_learner(state, learner.fine_tune(lstate))
+                self.follow(state)
+            record = learner.best(state.sim.learner)
+        ledger = state.ledger
         if record is not None:
-            ledger.best = record.design
+            ledger = ledger.replace(best=record.design)
         if ledger.best is not None:
-            ledger.best_edp = float(network_edp(problem.rounder.score([ledger.best]),
-                                                problem.counts)[0][0])
-            ledger.note()
-
-    def save(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        """Add the learner and the rounds done to a checkpoint's `arrays` and `meta`."""
-        sim_arrays, meta["sim"] = self.learner.state_dict()
-        arrays.update(sim_arrays)
-        meta["sims_done"] = self.done
-
-    def load(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        """Continue from what `save` wrote: the learner, and descent and scores on its model."""
-        self.done = int(meta.get("sims_done", 0))
-        self.learner.load_state_dict(arrays, meta["sim"])
-        self.problem.use_hybrid(self.learner.hybrid)
+            ledger = ledger.replace(best_edp=float(network_edp(
+                problem.rounder.score([ledger.best]), problem.counts)[0][0]))
+            state = self.ledger.note(state.replace(ledger=ledger))
+        return state

@@ -44,6 +44,7 @@ from accel.isa import IsaParams
 from accel.lower import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
 from perfmodels.energy import config_area_mm2
 from perfmodels.fusion import ChainDims, ChainEpilogue, chain_cost, chain_data_volume
+from perfmodels.score import network_totals
 from workloads.errors import BacoError, ConfigError, UnsupportedOpError
 from workloads.layer import Layer
 from workloads.network import Network
@@ -298,9 +299,7 @@ class FusionPlan:
         """Which groups each design fuses ``[design, group]``: in order, a group is fused when
         that lowers the network's EDP given the decisions before it (and, with an area
         budget, when the on-chip path fits beside the design's hardware)."""
-        counts = np.asarray(self.counts, np.float64)
-        total_l = (cycles * counts).sum(-1)
-        total_e = (energy_pj * counts).sum(-1)
+        _, total_l, total_e = network_totals(cycles, energy_pj, self.counts)
         fused = np.zeros((len(hws), len(self.groups)), bool)
         room = {softmax: np.array([self._path_fits(hw, softmax) for hw in hws])
                 for softmax in {g.softmax for g in self.groups}}

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+from flax import struct
 
+from perfmodels.score import network_totals
 from workloads.errors import ConfigError
 from workloads.layer import Layer
 
@@ -62,18 +63,46 @@ def similarity_groups(layers: Sequence[Layer]) -> np.ndarray:
         for layer in layers], np.int64)
 
 
-class ImportanceScheduler:
-    """Chooses which layers get the next round of gradient steps.
+@struct.dataclass
+class SchedulerState:
+    """A scheduler's progress, a value (`ImportanceScheduler` returns a new one per record):
+    per layer the rounds it had (``t_i``), its rounds in a row without improvement, whether it
+    was abandoned, and the history of its best (energy_pj, latency_cycles) after each round."""
 
-    Call `select` for the layers of the next round, run the round, then `record` each chosen
-    layer's best (energy, latency) so far. Every layer gets one warm-up round first.
+    rounds: np.ndarray                                        # [layer] int64
+    stale: np.ndarray                                         # [layer] int64
+    dead: np.ndarray                                          # [layer] bool
+    history: tuple[tuple[tuple[float, float], ...], ...]      # per layer, per round
+
+    @property
+    def best(self) -> np.ndarray:
+        """``[layer, (energy_pj, latency_cycles)]``, the best so far (inf before warm-up)."""
+        return np.array([h[-1] if h else (np.inf, np.inf) for h in self.history], np.float64)
+
+    @property
+    def alive(self) -> np.ndarray:
+        return ~self.dead
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.dead.all())
+
+
+class ImportanceScheduler:
+    """Chooses which layers get the next round of gradient steps: the network's counts, MACs
+    and similarity groups, and pure functions of a `SchedulerState`.
+
+    `start` gives the first state; `select` the layers of the next round; after the round,
+    `record` each chosen layer's best (energy, latency) so far, which returns the next state.
+    Every layer gets one warm-up round first.
 
     >>> layers = [Layer.gemm(M=64, K_red=64, N_out=64), Layer.gemm(M=512, K_red=512, N_out=512)]
     >>> s = ImportanceScheduler(layers, counts=[1, 1])
-    >>> s.select(2).tolist()                      # warm-up: every layer once
+    >>> state = s.start()
+    >>> s.select(state, 2).tolist()               # warm-up: every layer once
     [0, 1]
-    >>> s.record([0, 1], energy_pj=[1e3, 1e6], latency_cycles=[1e3, 1e6])
-    >>> s.select(1).tolist()                      # the big layer dominates the product
+    >>> state = s.record(state, [0, 1], energy_pj=[1e3, 1e6], latency_cycles=[1e3, 1e6])
+    >>> s.select(state, 1).tolist()               # the big layer dominates the product
     [1]
     """
 
@@ -85,57 +114,50 @@ class ImportanceScheduler:
         self.counts = np.asarray(counts, np.float64)
         self.macs = np.array([layer.macs for layer in layers], np.float64)
         self.groups = similarity_groups(layers)
-        n = len(layers)
-        self.rounds = np.zeros(n, np.int64)            # t_i
-        self.stale = np.zeros(n, np.int64)             # rounds in a row without improvement
-        self.dead = np.zeros(n, bool)
-        self.history: list[list[tuple[float, float]]] = [[] for _ in range(n)]
+
+    def start(self) -> SchedulerState:
+        """No layer has had a round."""
+        n = len(self.macs)
+        return SchedulerState(rounds=np.zeros(n, np.int64), stale=np.zeros(n, np.int64),
+                              dead=np.zeros(n, bool), history=((),) * n)
 
     # ------------------------------------------------------------------ bookkeeping
-    @property
-    def best(self) -> np.ndarray:
-        """``[layer, (energy_pj, latency_cycles)]``, the best so far (inf before warm-up)."""
-        return np.array([h[-1] if h else (np.inf, np.inf) for h in self.history], np.float64)
-
-    @property
-    def alive(self) -> np.ndarray:
-        return ~self.dead
-
-    def record(self, layers: Sequence[int], energy_pj: Sequence[float],
-               latency_cycles: Sequence[float]) -> None:
-        """The best (energy, latency) each of ``layers`` reached after its latest round."""
+    def record(self, state: SchedulerState, layers: Sequence[int], energy_pj: Sequence[float],
+               latency_cycles: Sequence[float]) -> SchedulerState:
+        """The state after ``layers`` reached these best (energy, latency) in their latest
+        round."""
+        rounds, stale, dead = state.rounds.copy(), state.stale.copy(), state.dead.copy()
+        history = list(state.history)
         for i, e, lat in zip(np.atleast_1d(layers), np.atleast_1d(energy_pj),
                              np.atleast_1d(latency_cycles)):
             i = int(i)
             e, lat = float(e), float(lat)
             if not (np.isfinite(e) and np.isfinite(lat)):
                 raise ValueError(f"importance: non-finite result for layer {i}: {e}, {lat}")
-            if self.history[i]:
-                prev_e, prev_l = self.history[i][-1]
+            if history[i]:
+                prev_e, prev_l = history[i][-1]
                 improved = e * lat < prev_e * prev_l * (1.0 - 1e-9)
-                if improved:
-                    self.history[i].append((e, lat))
-                else:  # keep the best so far; the history is of bests
-                    self.history[i].append((prev_e, prev_l))
-                self.stale[i] = 0 if improved else self.stale[i] + 1
-                if self.stale[i] >= self.config.patience:
-                    self.dead[i] = True
+                # keep the best so far; the history is of bests
+                history[i] += ((e, lat) if improved else (prev_e, prev_l),)
+                stale[i] = 0 if improved else stale[i] + 1
+                if stale[i] >= self.config.patience:
+                    dead[i] = True
             else:
-                self.history[i].append((e, lat))
-            self.rounds[i] += 1
+                history[i] += ((e, lat),)
+            rounds[i] += 1
+        return SchedulerState(rounds=rounds, stale=stale, dead=dead, history=tuple(history))
 
     # ------------------------------------------------------------------ Eq. 6.7–6.9
-    def gradients(self) -> np.ndarray:
+    def gradients(self, state: SchedulerState) -> np.ndarray:
         """``∂f/∂t_i`` per layer (negative = one more round is expected to help)."""
         cfg = self.config
-        best = self.best
+        best = state.best
         e, lat = best[:, 0], best[:, 1]
-        total_e = float(np.sum(self.counts * e))
-        total_l = float(np.sum(self.counts * lat))
-        t = np.maximum(self.rounds, 1).astype(np.float64)
+        _, total_l, total_e = map(float, network_totals(lat, e, self.counts))
+        t = np.maximum(state.rounds, 1).astype(np.float64)
 
         back = np.zeros_like(best)
-        for i, hist in enumerate(self.history):
+        for i, hist in enumerate(state.history):
             if len(hist) > cfg.window:
                 back[i] = (np.asarray(hist[-1]) - np.asarray(hist[-1 - cfg.window])) / cfg.window
 
@@ -154,29 +176,14 @@ class ImportanceScheduler:
         mix = cfg.alpha * back + (1.0 - cfg.alpha) * forward
         return self.counts * (total_l * mix[:, 0] + total_e * mix[:, 1])
 
-    def select(self, k: int = 1) -> np.ndarray:
+    def select(self, state: SchedulerState, k: int = 1) -> np.ndarray:
         """The ``k`` layers for the next round (fewer if fewer are alive), in index order."""
-        alive = np.flatnonzero(self.alive)
+        alive = np.flatnonzero(state.alive)
         if alive.size == 0:
             return alive
-        fresh = alive[self.rounds[alive] == 0]
+        fresh = alive[state.rounds[alive] == 0]
         if fresh.size:                                     # warm-up: t = (1, 1, ..., 1)
             return np.sort(fresh[:k])
-        grads = self.gradients()[alive]
+        grads = self.gradients(state)[alive]
         chosen = alive[np.argsort(grads, kind="stable")[:k]]
         return np.sort(chosen)
-
-    @property
-    def finished(self) -> bool:
-        return bool(self.dead.all())
-
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        return {"rounds": self.rounds.tolist(), "stale": self.stale.tolist(),
-                "dead": self.dead.tolist(), "history": [list(map(list, h)) for h in self.history]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rounds = np.asarray(state["rounds"], np.int64)
-        self.stale = np.asarray(state["stale"], np.int64)
-        self.dead = np.asarray(state["dead"], bool)
-        self.history = [[tuple(x) for x in h] for h in state["history"]]

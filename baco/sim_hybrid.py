@@ -39,6 +39,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from flax import struct
 
 from accel.arch import HardwareConfig
 from accel.design import Design, design_of
@@ -48,17 +49,16 @@ from perfmodels.atformer import (
     Dataset,
     Hybrid,
     ModelConfig,
-    Stats,
     Surrogate,
     TrainConfig,
-    init_params,
     tokens_of,
     train_surrogate,
 )
+from perfmodels.score import network_totals
 from workloads.errors import InfeasibleError, TraceError, UnsupportedOpError
 from workloads.layer import Layer
 
-__all__ = ["SimLearner", "SimRecord", "design_key"]
+__all__ = ["LearnerState", "SimLearner", "SimRecord", "design_key"]
 
 FINE_TUNE = TrainConfig(model=ModelConfig(width=32, heads=2, layers=1, mlp_width=64),
                         epochs=150, batch_size=32, lr=2e-3, lr_final=2e-5, rank_weight=0.0,
@@ -111,8 +111,25 @@ class SimRecord:
     sim_edp: float
 
 
+@struct.dataclass
+class LearnerState:
+    """What the simulator in the loop has seen, a value: the designs simulated, those that
+    could not be (design key -> why), the candidates waiting (model EDP, key, design; best
+    first), the fits so far and the residual they give, the keys of the designs simulated,
+    and the programs `SimLearner.polish` simulated alone (layer, one-layer design)."""
+
+    records: tuple[SimRecord, ...]
+    failed: tuple[tuple[str, str], ...]
+    pool: tuple[tuple[float, str, Design], ...]
+    fine_tunes: int
+    surrogate: Surrogate | None
+    simulated: frozenset[str]
+    polished: tuple[tuple[int, Design], ...]
+
+
 class SimLearner:
-    """The pool of candidates, the simulated designs, and the residual fitted to them."""
+    """The simulator in the loop: the network, the pool's size, the simulation cache, and pure
+    functions of a `LearnerState`."""
 
     def __init__(self, layers: Sequence[Layer], counts: Sequence[float], *, top_k: int,
                  sram_step_kb: float, seed: int, init: Surrogate | None = None,
@@ -124,49 +141,61 @@ class SimLearner:
         self.seed = seed
         self.template = template
         self.init = init
-        self.surrogate: Surrogate | None = init
-        self.records: list[SimRecord] = []
-        self.failed: dict[str, str] = {}               # design key -> why it cannot be simulated
-        self.pool: list[tuple[float, str, Design]] = []   # (model EDP, key, design), best first
-        self.fine_tunes = 0
-        self.cache = SimCache()
-        self._seen: set = set()
-        self._simulated: set[str] = set()
+        self.cache = SimCache()             # a memo of simulated programs, not state
         self._hybrid: Hybrid | None = None
 
-    @property
-    def hybrid(self) -> Hybrid | None:
-        """The current `Hybrid` (the same object until the residual is fitted again: a new
-        one makes the search's jitted steps compile again)."""
-        if self.surrogate is None:
+    def start(self) -> LearnerState:
+        """Nothing simulated yet; the residual is `init`'s."""
+        return LearnerState(records=(), failed=(), pool=(), fine_tunes=0, surrogate=self.init,
+                            simulated=frozenset(), polished=())
+
+    def seen(self, state: LearnerState) -> set[tuple]:
+        """The (layer, mapping, hardware) programs simulated so far (`cache_key`s): a sample
+        each, the first time."""
+        seen = {cache_key(x, m, r.design.hw, None) for r in state.records
+                for x, m in zip(self.layers, r.design.mappings())}
+        return seen | {cache_key(self.layers[b], d.mappings()[0], d.hw, None)
+                       for b, d in state.polished}
+
+    def hybrid(self, state: LearnerState) -> Hybrid | None:
+        """The `Hybrid` of the state's residual (the same object until the residual is fitted
+        again: a new one makes the search's jitted steps compile again)."""
+        if state.surrogate is None:
             return None
-        if self._hybrid is None or self._hybrid.surrogate is not self.surrogate:
-            self._hybrid = Hybrid(self.surrogate)
+        if self._hybrid is None or self._hybrid.surrogate is not state.surrogate:
+            self._hybrid = Hybrid(state.surrogate)
         return self._hybrid
 
     # ------------------------------------------------------------------ candidates
-    def offer(self, designs: Sequence[Design], edps: Sequence[float]) -> None:
+    def offer(self, state: LearnerState, designs: Sequence[Design], edps: Sequence[float]
+              ) -> LearnerState:
         """Keep the `top_k` best designs (by the search's current score) not yet simulated."""
-        known = {k for _, k, _ in self.pool} | self._simulated | set(self.failed)
+        pool = list(state.pool)
+        known = {k for _, k, _ in pool} | state.simulated | {k for k, _ in state.failed}
         for design, edp in zip(designs, edps):
             if not np.isfinite(edp):
                 continue
-            if len(self.pool) >= self.top_k and edp >= self.pool[-1][0]:
+            if len(pool) >= self.top_k and edp >= pool[-1][0]:
                 continue
             key = design_key(design)
             if key in known:
                 continue
             known.add(key)
-            self.pool.append((float(edp), key, design))
-            self.pool.sort(key=lambda t: t[0])
-            del self.pool[self.top_k:]
+            pool.append((float(edp), key, design))
+            pool.sort(key=lambda t: t[0])
+            del pool[self.top_k:]
+        return state.replace(pool=tuple(pool))
 
     # ------------------------------------------------------------------ simulation
-    def simulate_pool(self, model_cycles: np.ndarray) -> int:
+    def simulate_pool(self, state: LearnerState, model_cycles: np.ndarray
+                      ) -> tuple[LearnerState, int]:
         """Simulate the pool's designs (`model_cycles` ``[design, layer]``: their analytic
-        cycles); returns the samples it cost: the unique layers never simulated before."""
+        cycles), emptying it; and the samples it cost: the unique layers never simulated
+        before."""
         cost = 0
-        for (_, key, design), analytic in zip(self.pool, model_cycles):
+        records, failed = list(state.records), list(state.failed)
+        seen, simulated = self.seen(state), set(state.simulated)
+        for (_, key, design), analytic in zip(state.pool, model_cycles):
             mappings = design.mappings()
             keys = {cache_key(x, m, design.hw, None) for x, m in zip(self.layers, mappings)}
             try:
@@ -175,24 +204,24 @@ class SimLearner:
                                                    cache=self.cache,
                                                    max_instructions=SEARCH_MAX_INSTRUCTIONS)
             except (InfeasibleError, UnsupportedOpError, TraceError) as exc:
-                self.failed[key] = str(exc)
+                failed.append((key, str(exc)))
                 continue
-            cost += len(keys - self._seen)
-            self._seen |= keys
-            self._simulated.add(key)
-            self.records.append(SimRecord(
+            cost += len(keys - seen)
+            seen |= keys
+            simulated.add(key)
+            records.append(SimRecord(
                 design=design, sim_cycles=np.array([x.cycles for x in per_layer], np.float64),
                 sim_energy_pj=np.array([x.energy_pj for x in per_layer], np.float64),
                 model_cycles=np.asarray(analytic, np.float64), sim_edp=float(stick.edp)))
-        self.pool = []
-        return cost
+        return state.replace(records=tuple(records), failed=tuple(failed), pool=(),
+                             simulated=frozenset(simulated)), cost
 
-    def dataset(self) -> Dataset:
+    def dataset(self, state: LearnerState) -> Dataset:
         """One row per distinct simulated (layer, mapping, hardware): the label is
         ``log(plain) + log(sim / model)``, so that the hybrid's residual (relative to the plain
         model's tokens) is the simulator-to-model ratio the search's cycles are multiplied by."""
         rows: dict[tuple, tuple[Layer, HardwareConfig, Any, float, int]] = {}
-        for rec in self.records:
+        for rec in state.records:
             for b, (layer, m) in enumerate(zip(self.layers, rec.design.mappings())):
                 key = cache_key(layer, m, rec.design.hw, None)
                 if key not in rows:
@@ -204,23 +233,21 @@ class SimLearner:
         label = np.asarray(tok.log_cycles, np.float64) + np.log(np.asarray(ratios))
         return Dataset(tok, label.astype(np.float32), np.asarray(groups, np.int64))
 
-    def fine_tune(self) -> Hybrid | None:
-        """Fit the residual to every row so far (warm-started); the new `Hybrid`."""
-        if not self.records:
-            return self.hybrid
-        data = self.dataset()
+    def fine_tune(self, state: LearnerState) -> LearnerState:
+        """The residual fitted to every row so far (warm-started)."""
+        if not state.records:
+            return state
+        data = self.dataset(state)
         if len(data) < 2:
-            return self.hybrid
-        config = dataclasses.replace(FINE_TUNE, seed=self.seed + self.fine_tunes)
-        self.surrogate = train_surrogate(data, config, init=self.surrogate,
-                                         template=self.template)
-        self.fine_tunes += 1
-        return self.hybrid
+            return state
+        config = dataclasses.replace(FINE_TUNE, seed=self.seed + state.fine_tunes)
+        surrogate = train_surrogate(data, config, init=state.surrogate, template=self.template)
+        return state.replace(surrogate=surrogate, fine_tunes=state.fine_tunes + 1)
 
-    def polish(self, rounder: Any, record: SimRecord, candidate_orders: np.ndarray,
-               per_layer: int) -> int:
-        """Choose every layer's program by simulation on `record`'s hardware; returns the
-        samples it cost.
+    def polish(self, state: LearnerState, rounder: Any, record: SimRecord,
+               candidate_orders: np.ndarray, per_layer: int) -> tuple[LearnerState, int]:
+        """Choose every layer's program by simulation on `record`'s hardware; the state after,
+        and the samples it cost.
 
         For each layer, its neighbouring programs (`baco.refine.layer_moves`) that fit the
         hardware are ranked by what they would do to the network EDP on the current model,
@@ -236,12 +263,13 @@ class SimLearner:
         base = rounder.score([design])
         lat0 = np.asarray(base.cycles[0], np.float64)
         en0 = np.asarray(base.energy_pj[0], np.float64)
-        lat, en = float(lat0 @ counts), float(en0 @ counts)
+        _, lat, en = network_totals(lat0, en0, counts)
         mappings = design.mappings()
         chosen = [(m, record.sim_cycles[b], record.sim_energy_pj[b])
                   for b, m in enumerate(mappings)]
         options: list[list[tuple[Any, float, float]]] = [[c] for c in chosen]
         cost = 0
+        seen, polished = self.seen(state), list(state.polished)
         for b, layer in enumerate(self.layers):
             moves = layer_moves(rounder, design, b, candidate_orders)
             if not moves:
@@ -269,94 +297,43 @@ class SimLearner:
                                                  max_instructions=SEARCH_MAX_INSTRUCTIONS)
                 except (InfeasibleError, UnsupportedOpError, TraceError):
                     continue
-                cost += key not in self._seen
-                self._seen.add(key)
+                if key not in seen:
+                    cost += 1
+                    seen.add(key)
+                    polished.append((b, design_of(design.hw, [m])))
                 options[b].append((m, float(per[0].cycles), float(per[0].energy_pj)))
         order = np.argsort(-(counts * record.sim_cycles))
         for _ in range(2):
             for b in order:
-                sim_lat = sum(counts[j] * chosen[j][1] for j in range(len(chosen)))
-                sim_en = sum(counts[j] * chosen[j][2] for j in range(len(chosen)))
+                _, sim_lat, sim_en = network_totals([x[1] for x in chosen],
+                                                    [x[2] for x in chosen], counts)
                 c = counts[b]
                 edps = [(sim_lat - c * chosen[b][1] + c * o[1])
                         * (sim_en - c * chosen[b][2] + c * o[2]) for o in options[b]]
                 chosen[b] = options[b][int(np.argmin(edps))]
         composed = design_of(design.hw, [m for m, _, _ in chosen])
         key = design_key(composed)
-        if key not in self._simulated and key not in self.failed:
+        state = state.replace(polished=tuple(polished))
+        if key not in state.simulated and key not in dict(state.failed):
             analytic = rounder.analytic_score([composed]).cycles
-            self.pool = [(0.0, key, composed)]
-            cost += self.simulate_pool(np.asarray(analytic, np.float64))
-        return cost
+            state, spent = self.simulate_pool(state.replace(pool=((0.0, key, composed),)),
+                                              np.asarray(analytic, np.float64))
+            cost += spent
+        return state, cost
 
-    def best(self) -> SimRecord | None:
+    @staticmethod
+    def best(state: LearnerState) -> SimRecord | None:
         """The simulated design with the lowest simulated EDP (first one on ties)."""
-        finite = [r for r in self.records if math.isfinite(r.sim_edp)]
+        finite = [r for r in state.records if math.isfinite(r.sim_edp)]
         return min(finite, key=lambda r: r.sim_edp) if finite else None
 
-    def summary(self, chosen: Design | None) -> dict[str, Any]:
+    def summary(self, state: LearnerState, chosen: Design | None) -> dict[str, Any]:
         """What the run's ``extra["sim_hybrid"]`` reports: how much was simulated and learned,
         and the chosen design's simulated EDP."""
         key = None if chosen is None else design_key(chosen)
-        sim_edp = next((r.sim_edp for r in self.records if design_key(r.design) == key), None)
-        return {"designs_simulated": len(self.records), "layers_simulated": len(self._seen),
-                "fine_tunes": self.fine_tunes, "failed": len(self.failed),
+        sim_edp = next((r.sim_edp for r in state.records if design_key(r.design) == key), None)
+        return {"designs_simulated": len(state.records), "layers_simulated": len(self.seen(state)),
+                "fine_tunes": state.fine_tunes, "failed": len(state.failed),
                 "chosen_sim_edp": sim_edp,
-                "simulated_edps": [r.sim_edp for r in self.records]}
+                "simulated_edps": [r.sim_edp for r in state.records]}
 
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self, prefix: str = "sim_") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Arrays and JSON that `load_state_dict` restores exactly."""
-        arrays: dict[str, np.ndarray] = {}
-        designs = [r.design for r in self.records] + [d for _, _, d in self.pool]
-        for i, d in enumerate(designs):
-            for name in ("temporal", "spatial", "order", "stages"):
-                arrays[f"{prefix}d{i}_{name}"] = getattr(d, name)
-        for i, r in enumerate(self.records):
-            arrays[f"{prefix}r{i}_sim_cycles"] = r.sim_cycles
-            arrays[f"{prefix}r{i}_sim_energy_pj"] = r.sim_energy_pj
-            arrays[f"{prefix}r{i}_model_cycles"] = r.model_cycles
-        fitted = self.surrogate is not None and self.surrogate is not self.init
-        if fitted:
-            for i, leaf in enumerate(jax.tree_util.tree_leaves(self.surrogate.params)):
-                arrays[f"{prefix}p{i}"] = np.asarray(leaf)
-            for name in ("mean", "std", "offset", "tau"):
-                arrays[f"{prefix}stats_{name}"] = np.asarray(getattr(self.surrogate.stats, name))
-        meta = {
-            "hw": [d.hw.to_dict() for d in designs],
-            "sim_edp": [r.sim_edp for r in self.records],
-            "pool": [[e, k] for e, k, _ in self.pool],
-            "failed": self.failed, "fine_tunes": self.fine_tunes, "fitted": fitted,
-            "config": None if not fitted else self.surrogate.config.to_dict(),
-        }
-        return arrays, meta
-
-    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any],
-                        prefix: str = "sim_") -> None:
-        designs = [Design(hw=HardwareConfig.from_dict(h),
-                          **{n: arrays[f"{prefix}d{i}_{n}"]
-                             for n in ("temporal", "spatial", "order", "stages")})
-                   for i, h in enumerate(meta["hw"])]
-        n = len(meta["sim_edp"])
-        self.records = [SimRecord(design=designs[i],
-                                  sim_cycles=arrays[f"{prefix}r{i}_sim_cycles"],
-                                  sim_energy_pj=arrays[f"{prefix}r{i}_sim_energy_pj"],
-                                  model_cycles=arrays[f"{prefix}r{i}_model_cycles"],
-                                  sim_edp=float(meta["sim_edp"][i])) for i in range(n)]
-        self.pool = [(float(e), k, d) for (e, k), d in zip(meta["pool"], designs[n:])]
-        self.failed = dict(meta["failed"])
-        self.fine_tunes = int(meta["fine_tunes"])
-        self._simulated = {design_key(r.design) for r in self.records}
-        self._seen = {cache_key(x, m, r.design.hw, None) for r in self.records
-                      for x, m in zip(self.layers, r.design.mappings())}
-        if meta["fitted"]:
-            config = TrainConfig.from_dict(meta["config"])
-            members = int(arrays[f"{prefix}p0"].shape[0])
-            probe = init_params(config.model, jax.random.PRNGKey(0), members, 1)
-            treedef = jax.tree_util.tree_structure(probe)
-            params = jax.tree_util.tree_unflatten(
-                treedef, [arrays[f"{prefix}p{i}"] for i in range(treedef.num_leaves)])
-            stats = Stats(*(arrays[f"{prefix}stats_{name}"]
-                            for name in ("mean", "std", "offset", "tau")))
-            self.surrogate = Surrogate(config=config, params=params, stats=stats,
-                                       template=self.template)

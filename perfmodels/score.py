@@ -60,9 +60,7 @@ def network_edp_exact(rows: Iterable[Any]) -> tuple[float, float, float]:
 def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> float:
     """The design's EDP under the plain (instruction-agnostic) analytic model."""
     out = exact_batch(list(layers), design.hw, design.mappings(), check=False)
-    cycles = float(np.asarray(out.cycles, np.float64) @ counts)
-    energy_pj = float(np.asarray(out.energy_pj, np.float64) @ counts)
-    return cycles * energy_pj
+    return float(network_totals(out.cycles, out.energy_pj, counts)[0])
 
 
 __all__ = ["design_arrays", "network_edp", "network_edp_exact", "network_totals", "plain_edp"]

@@ -55,7 +55,7 @@ BACO_LAYERS = (
      "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score"},
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
-     "codesign_sim"},  # BACO's search loop
+     "codesign_sim", "codesign_state"},  # BACO's search loop
     {"run", "dataset"},  # an experiment, a dataset
     {"reproduce", "plots"},  # the seed's tables and figures
     {"", "__main__", "cli", "cli_reproduce", "cli_simulate", "cli_surrogate"},  # the faces

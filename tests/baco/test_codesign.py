@@ -117,13 +117,13 @@ def test_run_round_goes_back_to_the_last_finite_point():
 
 def test_masked_layers_do_not_move():
     search = codesign_module._Search(NET, baco.search.starts.base_hardware("gemmini", None), CFG)
-    theta = relax.init_random(jax.random.PRNGKey(1), search.space)
-    opt = make_optimizer(search.settings)
+    theta = relax.init_random(jax.random.PRNGKey(1), search.problem.space)
+    opt = make_optimizer(search.problem.settings)
     thetas = jax.tree_util.tree_map(lambda a: jnp.stack([jnp.asarray(a)] * 2), theta)
     states = jax.tree_util.tree_map(lambda a: jnp.stack([jnp.asarray(a)] * 2), opt.init(theta))
     masks = jnp.array([[1.0, 0.0, 1.0, 1.0, 1.0], [1.0] * 5])
     out, _, _, finite = run_round(thetas, states, masks, jnp.ones(2), jnp.array([3, 3]),
-                                  search.space, settings=search.settings)
+                                  search.problem.space, settings=search.problem.settings)
     assert bool(finite.all())
     before, after = theta.mappings.temporal_logits, out.mappings.temporal_logits
     np.testing.assert_array_equal(after[0, 1], before[1])       # layer 1 masked in start 0

@@ -191,23 +191,25 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
     from baco.objective import objective
 
     net = _g("G10")
-    state = search._Search(net, HW, CodesignConfig(budget_samples=1000, seed=0, fusion=True))
-    (term,) = state.settings.fusion
+    run = search._Search(net, HW, CodesignConfig(budget_samples=1000, seed=0, fusion=True))
+    problem = run.problem
+    (term,) = problem.settings.fusion
     assert term.uses == ((0, 1), (1, 1)) and term.dims == (1, 512, 64, 256, 64)
-    theta, _ = state._new_start(0)
+    _, theta, _ = run.slots.new_start(run.start(), 0)
 
     def loss(settings):
         (value, totals), grad = jax.jit(jax.value_and_grad(
-            lambda t: objective(t, state.space, settings), has_aux=True))(theta)
+            lambda t: objective(t, problem.space, settings), has_aux=True))(theta)
         return float(value), [float(x) for x in totals], grad
 
-    fused, (cycles, pj), grad = loss(state.settings)
-    apart, (cycles0, pj0), grad0 = loss(state.settings._replace(fusion=()))
+    fused, (cycles, pj), grad = loss(problem.settings)
+    apart, (cycles0, pj0), grad0 = loss(problem.settings._replace(fusion=()))
     assert fused < apart and cycles < cycles0 and pj < pj0
     # ... and its gradient: the mappings are pulled differently once the chain fuses.
     moved = jax.tree_util.tree_map(lambda a, b: float(abs(a - b).max()), grad, grad0)
     assert max(jax.tree_util.tree_leaves(moved)) > 1e-3
-    assert search._Search(net, HW, CodesignConfig(budget_samples=1000)).settings.fusion == ()
+    plain = search._Search(net, HW, CodesignConfig(budget_samples=1000))
+    assert plain.problem.settings.fusion == ()
 
 
 def test_an_onnx_attention_block_fuses_through_the_normalizer_and_simulates_bit_exactly():

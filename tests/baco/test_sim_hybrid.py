@@ -70,19 +70,20 @@ def test_fine_tuning_lowers_the_error_on_the_simulated_rows():
     analytic = np.stack([np.asarray(Rounder(d.hw, layers).score([d]).cycles[0], np.float64)
                          for d in designs])
     learner = SimLearner(layers, counts, top_k=2, sram_step_kb=1.0, seed=0)
-    learner.offer(designs, [1.0, 2.0])
-    cost = learner.simulate_pool(analytic)
-    assert cost == 2 * len(layers) and learner.pool == []
-    sim = np.stack([r.sim_cycles for r in learner.records])
+    state = learner.offer(learner.start(), designs, [1.0, 2.0])
+    state, cost = learner.simulate_pool(state, analytic)
+    assert cost == 2 * len(layers) and state.pool == ()
+    sim = np.stack([r.sim_cycles for r in state.records])
     before = np.mean(np.abs(np.log(analytic / sim)))
-    hybrid = learner.fine_tune()
+    state = learner.fine_tune(state)
+    hybrid = learner.hybrid(state)
     residual = np.stack([
         np.log(hybrid.predict(layers, d.hw, d.mappings()))
         - tokens_of(layers, d.hw, d.mappings()).log_cycles for d in designs])
     after = np.mean(np.abs(np.log(analytic * np.exp(residual) / sim)))
     assert after < 0.5 * before, (before, after)
-    learner.offer(designs, [1.0, 2.0])          # simulated already: never again
-    assert learner.pool == []
+    state = learner.offer(state, designs, [1.0, 2.0])     # simulated already: never again
+    assert state.pool == ()
 
 
 @pytest.mark.slow
