@@ -16,14 +16,8 @@ from typing import Any
 
 import numpy as np
 
-DRAM_LATENCY_CYCLES = 40
-"""Round trip of a request through the system bus to the shared L2 and back (an L2 hit on a
-Chipyard SoC; the chip's programs were measured at 20, 40 and 80)."""
-
-ROUND_TRIP_EXTRA_CYCLES = 11
-"""What a request's round trip adds to the memory's latency (the TileLink path and the
-transaction tracker): the chip's 512-request mvin probes at latency 40 and 80 (1.6 and 2.85
-cycles per request at 32 in flight)."""
+# Gemmini's round trip (`accel.gemmini_timing`), the default the in-flight count is sized for.
+from accel.gemmini_timing import DRAM_LATENCY_CYCLES, ROUND_TRIP_EXTRA_CYCLES
 
 MIN_BUS_BYTES = 16          # defaultConfig's dma_buswidth = 128
 MIN_INFLIGHT_REQUESTS = 16  # defaultConfig's max_in_flight_mem_reqs

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jax.numpy as jnp
 import numpy as np
 
-from accel import dma
+from accel import dma, gemmini_timing
 from accel.config_yaml import check_keys, number, read_yaml
 from accel.expr import FUNCS, Expr
 from workloads.errors import ConfigError
@@ -47,6 +47,7 @@ TEMPLATE_DIR = pathlib.Path(__file__).parent / "templates"
 HW_FIELDS = ("pe_rows", "pe_cols", "sp_kb", "acc_kb", "dram_bw_words", "input_bits",
              "weight_bits", "acc_bits", "clock_mhz")
 DERIVED_NAMES = ("n_pe", "dma_bus_bytes", "dma_inflight")
+TIMING_NAMES = tuple(gemmini_timing.TEMPLATE_NAMES)   # the simulator's figures, by its names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +182,7 @@ class Template:
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
         params = _params_from_dict(data.get("params") or {}, where)
-        allowed = HW_FIELDS + DERIVED_NAMES + tuple(p for p, _ in params)
+        allowed = HW_FIELDS + DERIVED_NAMES + TIMING_NAMES + tuple(p for p, _ in params)
         levels = _levels_from_list(data["levels"], where, allowed)
         mac = data["mac"]
         if not isinstance(mac, dict):
@@ -252,7 +253,7 @@ def _params_from_dict(params_raw: Any, where: str) -> list[tuple[str, float]]:
         raise ConfigError(f"{where}: params must be a mapping of name to number")
     params = []
     for pname, pvalue in params_raw.items():
-        if pname in HW_FIELDS or pname in DERIVED_NAMES or pname in FUNCS:
+        if pname in HW_FIELDS + DERIVED_NAMES + TIMING_NAMES or pname in FUNCS:
             raise ConfigError(f"{where}: params.{pname} shadows a built-in name")
         params.append((str(pname), number(pvalue, f"{where}: params.{pname}")))
     return params
@@ -366,6 +367,7 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
     dram_bytes = dma.dram_bytes_per_cycle(hwp.dram_bw_words, hwp.input_bits, xp)
     env["dma_bus_bytes"] = dma.bus_bytes(dram_bytes, xp)
     env["dma_inflight"] = dma.inflight_requests(dram_bytes, xp=xp)
+    env.update(gemmini_timing.TEMPLATE_NAMES)   # plain ints, as a literal in the text would be
     for i, name in enumerate(template.param_names):
         env[name] = hwp.extra[..., i]
     env["inf_bw"] = xp.inf
@@ -377,6 +379,7 @@ __all__ = [
     "HW_FIELDS",
     "TEMPLATE_DIR",
     "TENSORS",
+    "TIMING_NAMES",
     "InstructionCost",
     "LevelSpec",
     "Template",

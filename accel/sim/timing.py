@@ -72,7 +72,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from accel import dma
+from accel import dma, gemmini_timing
 from accel.isa import IsaParams
 from accel.sim.decode import COL, DecodedTrace, Op, Unit
 from workloads.errors import ConfigError
@@ -88,8 +88,9 @@ class TimingTable:
     """Every timing constant of the simulator, with where it comes from.
 
     Override with `dataclasses.replace` (or ``TimingTable(**overrides)``); values are plain
-    Python numbers. Sources: Gemmini ``GemminiConfigs.defaultConfig`` (``Configs.scala``) and
-    the reference notes dosa-gemmini-isa.md §B.5, unless said otherwise.
+    Python numbers. Gemmini's figures default to `accel.gemmini_timing`, which says where each
+    comes from (the template's expressions name the same figures); the rest are Gemmini
+    ``GemminiConfigs.defaultConfig`` (``Configs.scala``) unless said otherwise.
     """
 
     # Host interface: cycles between two commands the host issues (a RoCC instruction from
@@ -98,9 +99,9 @@ class TimingTable:
     issue_cycles: int = 1
     fsm_issue_cycles: int = 1
     # Reservation-station entries per queue: reservation_station_entries_{ld,ex,st}.
-    rs_entries_load: int = 8
-    rs_entries_execute: int = 16
-    rs_entries_store: int = 4
+    rs_entries_load: int = gemmini_timing.RS_ENTRIES_LOAD
+    rs_entries_execute: int = gemmini_timing.RS_ENTRIES_EXECUTE
+    rs_entries_store: int = gemmini_timing.RS_ENTRIES_STORE
     # DMA, Gemmini's generator parameters (Configs.scala defaultConfig ~66-69):
     # dma_buswidth (128 bits there) as bytes per beat; dma_maxbytes = 64 per request;
     # max_in_flight_mem_reqs (16 there): the StreamReader's and StreamWriter's transaction ids
@@ -114,37 +115,22 @@ class TimingTable:
     dma_bus_bytes_per_cycle: int = 0
     dma_max_bytes: int = 64
     max_inflight_requests: int = 0
-    # `accel.dma.ROUND_TRIP_EXTRA_CYCLES`: read off the chip's probes; a grid of 10-14 on
-    # the shared programs is flat.
-    dma_round_trip_extra_cycles: int = dma.ROUND_TRIP_EXTRA_CYCLES
-    # A write request is out until its acknowledgement: the same round trip plus this (the
-    # chip's mvout probes: ~1.7 cycles per 16-byte write at 32 in flight and latency 40).
-    dma_write_extra_cycles: int = 7
-    # Round trip of a DMA request through the system bus to the shared L2 and back, in
-    # accelerator cycles. The one constant fitted to measurements: a grid over {30, 40, 60} on
-    # the training split of DOSA's FireSim rows (`accel.sim.rtl`); 30-60 change the rank
-    # correlation by under 0.005, and 40 is an L2 hit on a Chipyard SoC.
-    dram_latency_cycles: int = dma.DRAM_LATENCY_CYCLES
-    # Scratchpad write after the last beat arrives: mvin_scale_args latency = 4.
-    mvin_write_cycles: int = 4
-    # Accumulator read + scaling pipeline before an mvout's data reaches the DMA:
-    # acc_scale_args latency = 8 (plus the 2-cycle accumulator read, acc_latency).
-    mvout_read_cycles: int = 10
-    # mvout_spad (baco extension, no Gemmini measurement): after the scaling pipeline, a row is
-    # written to a scratchpad bank in one cycle (a SyncReadMem write port).
-    spad_write_cycles: int = 1
-    # Execute pipeline around the mesh: scratchpad read (spad_read_delay) before the first
-    # row enters, accumulator read-modify-write (acc_latency) after the last row leaves.
-    spad_read_cycles: int = 4
-    acc_write_cycles: int = 2
-    # ExecuteController floors total_rows at 4 ("two writes to the same accumulator address
-    # must occur at least 4 cycles apart").
-    min_compute_rows: int = 4
-    # Matmuls in the mesh at once: MeshWithDelays' tag queue holds max_simultaneous_matmuls + 1
-    # = 5 x latency per PE (1 with tile_latency 0) + 1 = 6 (MeshWithDelays.scala ~48-56); a
-    # compute waits for a free entry (io.req.ready, ~248) and holds it until its last row
-    # leaves the array, so computes much shorter than the array's fill are throttled.
-    mesh_matmuls: int = 6
+    # The round trip: the memory's latency, what the DMA adds, and a write's acknowledgement.
+    dma_round_trip_extra_cycles: int = gemmini_timing.ROUND_TRIP_EXTRA_CYCLES
+    dma_write_extra_cycles: int = gemmini_timing.DMA_WRITE_EXTRA_CYCLES
+    dram_latency_cycles: int = gemmini_timing.DRAM_LATENCY_CYCLES
+    # Moves: an mvin's scratchpad write, an mvout's accumulator read and scaling, an
+    # mvout_spad's scratchpad write (baco extension).
+    mvin_write_cycles: int = gemmini_timing.MVIN_WRITE_CYCLES
+    mvout_read_cycles: int = gemmini_timing.MVOUT_READ_CYCLES
+    spad_write_cycles: int = gemmini_timing.SPAD_WRITE_CYCLES
+    # Execute pipeline around the mesh: scratchpad read before the first row enters,
+    # accumulator read-modify-write after the last row leaves; a compute's floor on its rows;
+    # the mesh's tag queue.
+    spad_read_cycles: int = gemmini_timing.SPAD_READ_CYCLES
+    acc_write_cycles: int = gemmini_timing.ACC_WRITE_CYCLES
+    min_compute_rows: int = gemmini_timing.MIN_COMPUTE_ROWS
+    mesh_matmuls: int = gemmini_timing.MESH_MATMULS
     # Configuration commands and fence take one cycle once they start.
     config_cycles: int = 1
     fence_cycles: int = 1

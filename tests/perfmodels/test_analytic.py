@@ -96,8 +96,9 @@ def test_stages_follow_alcop(tmp_path):
     # the plain model above is Timeloop's roofline. The same template with a (large)
     # 10000-cycle DRAM latency per tile load:
     text = (ROOT / "accel" / "templates" / "gemmini.yaml").read_text()
-    assert "    latency_cycles: 44" in text
-    text = text.replace("    latency_cycles: 44", "    latency_cycles: 10000")
+    dram_latency = "    latency_cycles: dram_latency_cycles + mvin_write_cycles"
+    assert text.count(dram_latency) == 1
+    text = text.replace(dram_latency, "    latency_cycles: 10000")
     path = tmp_path / "gemmini_lat.yaml"
     path.write_text(text.replace("name: gemmini", "name: gemmini_lat"))
     slow = dataclasses.replace(HW, template=str(path))

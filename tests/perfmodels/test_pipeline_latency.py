@@ -42,7 +42,8 @@ def staged(s: float) -> Mapping:
 
 
 def test_the_template_latency_is_the_simulators_dma_latency():
-    """The gemmini table holds what the simulator charges a DRAM load, as data."""
+    """The gemmini template's DRAM latency, evaluated, is what the simulator charges a DRAM
+    load: its expression adds the figures the simulator adds."""
     lv = level_arrays(HW.template_spec, HW.to_params(), np)
     table = TimingTable()
     assert float(lv.latency_cycles[-1]) == table.dram_latency_cycles + table.mvin_write_cycles
