@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from accel import gemmini_timing
 from accel.lower import chain_dims, chain_epilogues
 from perfmodels.analytic import fast_jit
 from workloads.errors import ConfigError, InfeasibleError, WorkloadError
@@ -366,19 +367,23 @@ def _best(ops: tuple[_Op, ...], reuse: bool, dims: Any, order_ids: Any, cands: l
 
 
 # --------------------------------------------------------------------------- latency, energy
-CHAIN_STEP_CYCLES = 16
+CHAIN_STEP_CYCLES = (gemmini_timing.SPAD_READ_CYCLES + gemmini_timing.ACC_WRITE_CYCLES
+                     + gemmini_timing.MVOUT_READ_CYCLES)
 """Per C tile, on top of the array's skew (``2 * DIM``): the cycles from a C tile's last input
-row to GEMM2's first, which the chain runs in series (the simulator's constants, accel/sim/
-timing.py: results land ``spad_read_cycles`` 4 + ``acc_write_cycles`` 2 after the skewed array
-drains, then ``mvout_spad`` pays ``mvout_read_cycles`` 10 before its first row is written)."""
+row to GEMM2's first, which the chain runs in series (the simulator's figures,
+`accel.gemmini_timing`: results land ``spad_read_cycles`` 4 + ``acc_write_cycles`` 2 after the
+skewed array drains, then ``mvout_spad`` pays ``mvout_read_cycles`` 10 before its first row is
+written): 16."""
 
 
-NORM_MOVE_CYCLES = (11 + 11 + 12) / 3 / 4
+_STAT_PASS_CYCLES = 1 + gemmini_timing.MVOUT_READ_CYCLES
+NORM_MOVE_CYCLES = ((2 * _STAT_PASS_CYCLES + _STAT_PASS_CYCLES + gemmini_timing.SPAD_WRITE_CYCLES)
+                    / 3 / gemmini_timing.RS_ENTRIES_STORE)
 """Cycles per one-row move of a softmax's passes over C (`accel.lower.chain`). Each holds one
 of the store queue's 4 reservation-station entries (rs_entries_store) from its start to its
 completion: a statistics pass reads its row (1) and is done mvout_read_cycles (10) later, the
 written pass a spad write (1) after that; so the moves go through at 4 per 11, 11 and 12
-cycles (the simulator's constants, accel/sim/timing.py)."""
+cycles (the simulator's figures, `accel.gemmini_timing`)."""
 
 
 class ChainCost(NamedTuple):
