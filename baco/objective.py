@@ -5,6 +5,7 @@ for the hybrid predictors, the surrogate's learned residual."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -14,7 +15,6 @@ import jax.numpy as jnp
 from baco.config import CodesignConfig
 from perfmodels import aware as aware_model
 from perfmodels import relax
-from perfmodels.energy import area_excess
 
 __all__ = ["FUSE_SOFTNESS", "FusionTerm", "HybridObjective", "Settings", "exact_residual",
            "fused_totals", "load_predictor", "objective"]
@@ -80,47 +80,34 @@ def fused_totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, 
 
 def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings,
               hybrid: Any = None) -> tuple[Any, tuple[Any, Any]]:
-    """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``.
+    """``log(cycles) + log(pJ)`` of the whole network plus penalties, and ``(cycles, pJ)``:
+    `perfmodels.relax.network_loss` on the instruction-aware model if ``settings.aware``.
 
     The hardware: fixed; inferred from the tiles (min_hw); or the free variables grown to
-    hold the tiles (free: `perfmodels.relax.infer_hw` with them as its floor, padded rows
-    included when instruction-aware), so a tile that outgrows the array or a buffer pays for
-    the larger one rather than a penalty. Penalties (log excess, times ``settings.penalty``):
-    buffer overflow and fan-out beyond the hardware (fixed mode), PE dims beyond
-    ``max_pe_dim``, buffers beyond ``max_sp_kb``/``max_acc_kb``, DRAM bandwidth beyond
-    ``max_dram_bw_words``, and the hardware's area beyond ``area_budget_mm2``
-    (`perfmodels.energy.area_excess`: of the inferred or grown hardware, so the gradient
-    shrinks the tiles that size it). With `hybrid` (`perfmodels.atformer.Hybrid`), every
-    layer's cycles are multiplied by the surrogate's learned residual (differentiably).
+    hold the tiles (free), padded rows included when instruction-aware, so a tile that
+    outgrows the array or a buffer pays for the larger one rather than a penalty. Penalties
+    (log excess, times ``settings.penalty``): buffer overflow and fan-out beyond the hardware
+    (fixed mode), PE dims beyond ``max_pe_dim``, buffers beyond ``max_sp_kb``/``max_acc_kb``,
+    DRAM bandwidth beyond ``max_dram_bw_words``, and the hardware's area beyond
+    ``area_budget_mm2``. With `hybrid` (`perfmodels.atformer.Hybrid`), every layer's cycles
+    are multiplied by the surrogate's learned residual; with ``settings.fusion``, the totals
+    fuse chains (`fused_totals`).
     """
-    maps = relax.decode_mappings(theta, space)
     template = space.template
-    hwp = space.base
-    if space.hw_mode != "fixed":    # min_hw: the tiles' hardware; free: grown to hold them
-        floor = relax.free_hardware(theta, space) if space.hw_mode == "free" else None
-        hwp = aware_model.infer_hw(template, space.base if floor is None else floor,
-                                    space.layers, maps, space.tau, settings.aware, floor)
-    metrics = jax.vmap(lambda layer, m: aware_model.evaluate(template, layer, hwp, m,
-                                                              settings.aware))(space.layers, maps)
-    layer_cycles = metrics.cycles
-    if hybrid is not None:
-        residual = jax.vmap(lambda layer, m: hybrid.log_residual(template, layer, hwp, m))(
-            space.layers, maps)
-        layer_cycles = layer_cycles * jnp.exp(residual)
-    cycles = (layer_cycles * space.counts).sum()
-    energy_pj = (metrics.energy_pj * space.counts).sum()
+    totals = None
     if settings.fusion:
-        cycles, energy_pj = fused_totals(cycles, energy_pj, layer_cycles, metrics.energy_pj,
-                                         hwp, template, settings)
-    excess = (metrics.overflow + metrics.fanout_excess).sum()
-    for value, limit in ((hwp.pe_rows, settings.log_max_pe), (hwp.pe_cols, settings.log_max_pe),
-                         (hwp.sp_kb, settings.log_max_sp_kb), (hwp.acc_kb, settings.log_max_acc_kb),
-                         (hwp.dram_bw_words, settings.log_max_dram_bw)):
-        excess = excess + jnp.maximum(jnp.log(value) - limit, 0.0)
-    if settings.area_budget_mm2 is not None:
-        excess = excess + area_excess(template, hwp, settings.area_budget_mm2)
-    loss = jnp.log(cycles) + jnp.log(energy_pj) + settings.penalty * excess
-    return loss, (cycles, energy_pj)
+        def totals(cycles: Any, energy_pj: Any, layer_cycles: Any, layer_pj: Any, hwp: Any
+                   ) -> tuple[Any, Any]:
+            return fused_totals(cycles, energy_pj, layer_cycles, layer_pj, hwp, template,
+                                settings)
+    limits = (("pe_rows", settings.log_max_pe), ("pe_cols", settings.log_max_pe),
+              ("sp_kb", settings.log_max_sp_kb), ("acc_kb", settings.log_max_acc_kb),
+              ("dram_bw_words", settings.log_max_dram_bw))
+    return relax.network_loss(
+        theta, space, settings.penalty, area_budget_mm2=settings.area_budget_mm2,
+        limits=limits, model=functools.partial(aware_model.evaluate, aware=settings.aware),
+        infer=functools.partial(aware_model.infer_hw, aware=settings.aware), hybrid=hybrid,
+        totals=totals)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

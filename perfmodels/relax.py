@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -319,46 +319,75 @@ def free_hardware(theta: RelaxedPoint, space: RelaxSpace) -> HwParams:
                  dram_bw_words=bounded(h.log_dram_bw_words, "bw"))
 
 
-def decode(theta: RelaxedPoint, space: RelaxSpace) -> tuple[MappingArrays, HwParams]:
+def decode(theta: RelaxedPoint, space: RelaxSpace, infer: Callable[..., HwParams] = infer_hw
+           ) -> tuple[MappingArrays, HwParams]:
     """Model inputs for every layer, and the hardware they run on: the fixed hardware, the
     minimal one for the tiles (``"min_hw"``), or the free variables grown to hold the tiles
-    (``"free"``: `infer_hw` with them as its floor)."""
+    (``"free"``: `infer_hw` with them as its floor). `infer`: `infer_hw`'s stand-in
+    (``perfmodels.aware.infer_hw`` sizes the buffers for the padded rows)."""
     maps = decode_mappings(theta, space)
     if space.hw_mode == "fixed":
         return maps, space.base
     floor = free_hardware(theta, space) if space.hw_mode == "free" else None
-    return maps, infer_hw(space.template, space.base if floor is None else floor,
-                          space.layers, maps, space.tau, floor=floor)
+    return maps, infer(space.template, space.base if floor is None else floor,
+                       space.layers, maps, space.tau, floor=floor)
 
 
-def evaluate(theta: RelaxedPoint, space: RelaxSpace) -> RelaxedEval:
-    """Score every layer of the space at `theta` (vmapped; jit it with the space as an arg)."""
-    maps, hwp = decode(theta, space)
+def evaluate(theta: RelaxedPoint, space: RelaxSpace,
+             model: Callable[..., Metrics] = evaluate_arrays,
+             infer: Callable[..., HwParams] = infer_hw) -> RelaxedEval:
+    """Score every layer of the space at `theta` (vmapped; jit it with the space as an arg)
+    by `model` (``(template, layer, hwp, mapping) -> Metrics``: the plain analytic model, or
+    ``perfmodels.aware.evaluate``'s) on `decode`'s hardware."""
+    maps, hwp = decode(theta, space, infer)
     template = space.template
-    metrics = jax.vmap(lambda layer, m: evaluate_arrays(template, layer, hwp, m))(
-        space.layers, maps)
+    metrics = jax.vmap(lambda layer, m: model(template, layer, hwp, m))(space.layers, maps)
     return RelaxedEval(metrics=metrics, hw=hwp, mappings=maps)
 
 
-def network_totals(out: RelaxedEval, space: RelaxSpace) -> tuple[Any, Any]:
-    """Whole-network cycles and pJ: per-layer values times repeat counts, summed."""
-    return ((out.metrics.cycles * space.counts).sum(),
-            (out.metrics.energy_pj * space.counts).sum())
+def network_loss(theta: RelaxedPoint, space: RelaxSpace, penalty: float = 10.0, *,
+                 area_budget_mm2: float | None = None,
+                 limits: tuple[tuple[str, float], ...] = (),
+                 model: Callable[..., Metrics] = evaluate_arrays,
+                 infer: Callable[..., HwParams] = infer_hw, hybrid: Any = None,
+                 totals: Callable[..., tuple[Any, Any]] | None = None
+                 ) -> tuple[Any, tuple[Any, Any]]:
+    """``log(cycles) + log(pJ)`` of the whole network (DOSA's EDP objective, in logs) plus
+    ``penalty`` times the excess, and ``(cycles, pJ)``; the layers scored by `evaluate`.
+
+    The excess: overflow and fan-out beyond the hardware summed over layers (0 in
+    ``"min_hw"`` and ``"free"`` modes except for levels of fixed size); per ``(field, log
+    max)`` of `limits`, ``relu(log(hardware field) - log max)``; with an area budget,
+    ``relu(log(area / budget))`` of the hardware the layers run on (`area_excess`; in
+    ``"min_hw"`` and ``"free"`` modes the hardware the tiles size, so they shrink). With
+    `hybrid` (``perfmodels.atformer.Hybrid``), every layer's cycles are multiplied by the
+    surrogate's learned residual (differentiably); `totals` ``(cycles, pJ, layer cycles,
+    layer pJ, hwp) -> (cycles, pJ)`` then revises the network's totals (fused chains).
+    """
+    out = evaluate(theta, space, model, infer)
+    template, hwp, metrics = space.template, out.hw, out.metrics
+    layer_cycles = metrics.cycles
+    if hybrid is not None:
+        residual = jax.vmap(lambda layer, m: hybrid.log_residual(template, layer, hwp, m))(
+            space.layers, out.mappings)
+        layer_cycles = layer_cycles * jnp.exp(residual)
+    cycles = (layer_cycles * space.counts).sum()
+    energy_pj = (metrics.energy_pj * space.counts).sum()
+    if totals is not None:
+        cycles, energy_pj = totals(cycles, energy_pj, layer_cycles, metrics.energy_pj, hwp)
+    excess = (metrics.overflow + metrics.fanout_excess).sum()
+    for field, log_max in limits:
+        excess = excess + jnp.maximum(jnp.log(getattr(hwp, field)) - log_max, 0.0)
+    if area_budget_mm2 is not None:
+        excess = excess + area_excess(template, hwp, area_budget_mm2)
+    return jnp.log(cycles) + jnp.log(energy_pj) + penalty * excess, (cycles, energy_pj)
 
 
 def edp_loss(theta: RelaxedPoint, space: RelaxSpace, penalty: float = 10.0,
              area_budget_mm2: float | None = None) -> Any:
-    """``log(total cycles) + log(total pJ)`` (DOSA's EDP objective, in logs) plus
-    ``penalty * (overflow + fan-out excess)`` summed over layers (0 in ``"min_hw"`` and
-    ``"free"`` modes except for levels of fixed size), plus, with an area budget, ``penalty *
-    relu(log(area / budget))`` of the hardware the layers run on (`area_excess`; in
-    ``"min_hw"`` and ``"free"`` modes the hardware the tiles size, so they shrink)."""
-    out = evaluate(theta, space)
-    cycles, energy_pj = network_totals(out, space)
-    infeasible = (out.metrics.overflow + out.metrics.fanout_excess).sum()
-    if area_budget_mm2 is not None:
-        infeasible = infeasible + area_excess(space.template, out.hw, area_budget_mm2)
-    return jnp.log(cycles) + jnp.log(energy_pj) + penalty * infeasible
+    """`network_loss` on the plain analytic model: log EDP plus ``penalty`` times overflow,
+    fan-out excess and (with a budget) area excess."""
+    return network_loss(theta, space, penalty, area_budget_mm2=area_budget_mm2)[0]
 
 
 edp_loss_and_grad = fast_jit(jax.value_and_grad(edp_loss),

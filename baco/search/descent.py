@@ -1,10 +1,11 @@
-"""The descent step every gradient search shares: Adam between per-layer masks, many starts
-side by side (vmapped) in one `lax.scan`, a start whose loss turns non-finite sent back to
-its last good point."""
+"""The descent every gradient search shares: many starts side by side (vmapped) in one
+`lax.scan` (`scan_starts`, BACO's and the DOSA-style search's), and BACO's step: Adam between
+per-layer masks, a start whose loss turns non-finite sent back to its last good point."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -15,7 +16,8 @@ from baco.objective import Settings
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
 
-__all__ = ["decode_many", "make_optimizer", "mask_layers", "run_round"]
+__all__ = ["all_finite", "decode_many", "make_optimizer", "mask_layers", "run_round",
+           "scan_starts", "where_tree"]
 
 
 class _Empty(NamedTuple):
@@ -55,55 +57,70 @@ def make_optimizer(settings: Settings) -> optax.GradientTransformationExtraArgs:
                        optax.scale_by_learning_rate(schedule), mask_layers(scaled=True))
 
 
-def _where_tree(cond: Any, new: Any, old: Any) -> Any:
+def where_tree(cond: Any, new: Any, old: Any) -> Any:
+    """`new` where `cond`, else `old`, leaf by leaf."""
     return jax.tree_util.tree_map(lambda a, b: jnp.where(cond, a, b), new, old)
 
 
-def _all_finite(tree: Any) -> Any:
+def all_finite(tree: Any) -> Any:
+    """Whether every leaf of `tree` is finite everywhere."""
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
     return jnp.stack(leaves).all()
+
+
+def scan_starts(step_one: Callable[[Any, Any, Any], tuple[Any, Any]], carry: Any, rows: Any,
+                n_steps: Any, round_steps: int) -> tuple[Any, Any]:
+    """`round_steps` steps of every start side by side (`step_one` vmapped over the leading
+    axis of `carry` and `rows`), as one `lax.scan`.
+
+    ``step_one(carry, row, active) -> (carry, ok)`` takes one start's step where `active`
+    and owns what a non-finite step (``ok`` false) does to its carry. Start s is active for
+    its first ``n_steps[s]`` steps (the rest are no-ops, so a budget's last round compiles
+    once) while its steps stay finite. Returns ``(carry, finite [S])``.
+    """
+    def body(state: Any, i: Any) -> tuple[Any, None]:
+        carry, finite = state
+        active = (i < n_steps) & finite
+        carry, ok = jax.vmap(step_one)(carry, rows, active)
+        return (carry, finite & (ok | ~active)), None
+
+    (carry, finite), _ = jax.lax.scan(body, (carry, jnp.ones(n_steps.shape, bool)),
+                                      jnp.arange(round_steps))
+    return carry, finite
 
 
 @functools.partial(fast_jit, static_argnames=("settings",))
 def run_round(thetas: relax.RelaxedPoint, opt_states: Any, masks: Any, scales: Any,
               n_steps: Any, space: relax.RelaxSpace, settings: Settings
               ) -> tuple[Any, Any, Any, Any]:
-    """``settings.round_steps`` Adam steps of every start (vmapped), as one `lax.scan`.
+    """``settings.round_steps`` Adam steps of every start (`scan_starts`).
 
-    Start s takes its first ``n_steps[s]`` steps (the rest are no-ops, so the last round of a
-    budget compiles once). When a start's loss or gradient turns non-finite, it goes back to
-    its last good point -- the last parameters (and optimizer state) whose loss was finite --
-    and stops for the round. Returns ``(thetas, opt_states, last finite loss [S], finite
-    [S])``.
+    When a start's loss or gradient turns non-finite, it goes back to its last good point --
+    the last parameters (and optimizer state) whose loss was finite -- and stops for the
+    round. Returns ``(thetas, opt_states, last finite loss [S], finite [S])``.
     """
     opt = make_optimizer(settings)
     grad_fn = jax.value_and_grad(
         lambda th: settings.objective(th, space, settings), has_aux=True)
 
-    def one(theta: Any, state: Any, good: Any, mask: Any, scale: Any, active: Any
-            ) -> tuple[Any, ...]:
+    def one(carry: Any, row: Any, active: Any) -> tuple[Any, Any]:
+        theta, state, good, last = carry
+        mask, scale = row
         (loss, _), grads = grad_fn(theta)
         updates, new_state = opt.update(grads, state, theta, layer_mask=mask, update_scale=scale)
         new_theta = optax.apply_updates(theta, updates)
-        ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(new_theta)
+        ok = jnp.isfinite(loss) & all_finite(grads) & all_finite(new_theta)
         step = active & ok
         restore = active & ~ok
-        theta_out = _where_tree(step, new_theta, _where_tree(restore, good[0], theta))
-        state_out = _where_tree(step, new_state, _where_tree(restore, good[1], state))
-        good = _where_tree(step, (theta, state), good)     # theta's loss was finite
-        return theta_out, state_out, good, jnp.where(step, loss, jnp.nan), ok | ~active
-
-    def body(carry: Any, i: Any) -> tuple[Any, None]:
-        theta, state, good, last, finite = carry
-        active = (i < n_steps) & finite
-        theta, state, good, loss, ok = jax.vmap(one)(theta, state, good, masks, scales, active)
-        last = jnp.where(active & ok, loss, last)
-        return (theta, state, good, last, finite & ok), None
+        theta_out = where_tree(step, new_theta, where_tree(restore, good[0], theta))
+        state_out = where_tree(step, new_state, where_tree(restore, good[1], state))
+        good = where_tree(step, (theta, state), good)     # theta's loss was finite
+        return (theta_out, state_out, good, jnp.where(step, loss, last)), ok
 
     init = (thetas, opt_states, (thetas, opt_states),
-            jnp.full(n_steps.shape, jnp.nan, jnp.float32), jnp.ones(n_steps.shape, bool))
-    (thetas, opt_states, _, last, finite), _ = jax.lax.scan(
-        body, init, jnp.arange(settings.round_steps))
+            jnp.full(n_steps.shape, jnp.nan, jnp.float32))
+    (thetas, opt_states, _, last), finite = scan_starts(one, init, (masks, scales), n_steps,
+                                                        settings.round_steps)
     return thetas, opt_states, last, finite
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import optax
 
 from accel.arch import HardwareConfig
+from baco.search.descent import all_finite, scan_starts, where_tree
 from perfmodels import relax
 from perfmodels.accesses import LayerArrays, MappingArrays
 from perfmodels.analytic import evaluate as model_evaluate
@@ -95,27 +96,21 @@ def _loss(params: Any, orders: Any, stages: Any, ref: Any, prob: Problem, static
 @functools.partial(fast_jit, static_argnames=("static",))
 def descend(params: Any, opt_state: Any, orders: Any, stages: Any, refs: Any, n_steps: Any,
             prob: Problem, static: Static) -> tuple[Any, Any, Any]:
-    """Up to ``static.round_steps`` Adam steps of every start (vmapped; ``n_steps`` each).
-    A start whose loss turns non-finite keeps its last good point (finite flag returned)."""
+    """Up to ``static.round_steps`` Adam steps of every start (`scan_starts`; ``n_steps``
+    each). A start whose loss turns non-finite keeps its last good point (finite flag
+    returned)."""
     opt = optax.adam(static.learning_rate)
     grad_fn = jax.value_and_grad(_loss)
 
-    def one(p: Any, st: Any, order: Any, stage: Any, ref: Any, active: Any) -> tuple[Any, ...]:
-        loss, g = grad_fn(p, order, stage, ref, prob, static)
+    def one(carry: Any, row: Any, active: Any) -> tuple[Any, Any]:
+        p, st = carry
+        loss, g = grad_fn(p, *row, prob, static)
         updates, new_st = opt.update(g, st, p)
         new_p = optax.apply_updates(p, updates)
-        ok = jnp.isfinite(loss) & jnp.all(jnp.stack(
-            [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(new_p)]))
+        ok = jnp.isfinite(loss) & all_finite(new_p)
         go = active & ok
-        keep = lambda a, b: jax.tree_util.tree_map(lambda x, y: jnp.where(go, x, y), a, b)
-        return keep(new_p, p), keep(new_st, st), ok | ~active
+        return (where_tree(go, new_p, p), where_tree(go, new_st, st)), ok
 
-    def body(carry: Any, i: Any) -> tuple[Any, None]:
-        p, st, finite = carry
-        active = (i < n_steps) & finite
-        p, st, ok = jax.vmap(one)(p, st, orders, stages, refs, active)
-        return (p, st, finite & ok), None
-
-    (params, opt_state, finite), _ = jax.lax.scan(
-        body, (params, opt_state, jnp.ones(n_steps.shape, bool)), jnp.arange(static.round_steps))
+    (params, opt_state), finite = scan_starts(one, (params, opt_state), (orders, stages, refs),
+                                              n_steps, static.round_steps)
     return params, opt_state, finite
