@@ -39,12 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from accel.arch import HardwareConfig, unit_area_mm2
+from accel.arch import HardwareConfig, level_arrays, unit_area_mm2
 from accel.isa import IsaParams
 from accel.lower import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
-from perfmodels.energy import config_area_mm2
+from perfmodels.energy import config_area_mm2, energy_by_event, event_names
 from perfmodels.fusion import ChainDims, ChainEpilogue, chain_cost, chain_data_volume
-from perfmodels.score import network_totals
+from perfmodels.score import network_energy_by_event, network_totals
 from workloads.errors import BacoError, ConfigError, UnsupportedOpError
 from workloads.layer import Layer
 from workloads.network import Network
@@ -251,23 +251,44 @@ def path_area_mm2(hw: HardwareConfig, softmax: bool = False) -> float | None:
 
 
 @functools.lru_cache(maxsize=16384)
-def chain_figures(group: ChainGroup, hw: HardwareConfig, aware: bool = True
-                  ) -> tuple[float, float, tuple[int, ...] | None]:
-    """``(cycles, pJ, tiles)`` of one instance of the group fused on `hw` (inf if no tiling
-    with the n tile spanning N fits, or the template has no on-chip path or no
-    simulator-style array)."""
+def _chain_cost(group: ChainGroup, hw: HardwareConfig, aware: bool) -> tuple[Any, Any]:
+    """``(ChainCost, tiles)`` of one instance of the group fused on `hw`, or ``(None,
+    None)`` (`chain_figures`)."""
     if (hw.template != "gemmini" or hw.pe_rows != hw.pe_cols
             or path_area_mm2(hw, group.softmax) is None):
-        return np.inf, np.inf, None
+        return None, None
     tiles = _planned(group.dims, IsaParams.from_hardware(hw), group.softmax)
     if tiles is None:
-        return np.inf, np.inf, None
+        return None, None
     # The per-layer models leave a layer's bias and residual moves uncounted; so does this,
     # so that fused and apart compare alike (`chain_cost(epilogue=...)` counts them). The
     # softmax's passes are counted: apart, it runs on the host, uncounted.
     cost = chain_cost(group.dims, tiles, hw, load_latency=aware,
                       epilogue=ChainEpilogue(softmax=group.softmax))
-    return float(cost.cycles), float(cost.energy_pj), tuple(int(t) for t in tiles)
+    return cost, tuple(int(t) for t in tiles)
+
+
+def chain_figures(group: ChainGroup, hw: HardwareConfig, aware: bool = True
+                  ) -> tuple[float, float, tuple[int, ...] | None]:
+    """``(cycles, pJ, tiles)`` of one instance of the group fused on `hw` (inf if no tiling
+    with the n tile spanning N fits, or the template has no on-chip path or no
+    simulator-style array)."""
+    cost, tiles = _chain_cost(group, hw, aware)
+    if cost is None:
+        return np.inf, np.inf, None
+    return float(cost.cycles), float(cost.energy_pj), tiles
+
+
+def chain_energy_by_event(group: ChainGroup, hw: HardwareConfig, aware: bool = True
+                          ) -> dict[str, float]:
+    """`chain_figures`' pJ of one instance by event class (`perfmodels.energy.energy_by_event`;
+    the useful MACs are the two layers'), every class inf where the chain has no figures."""
+    template = hw.template_spec
+    cost, _ = _chain_cost(group, hw, aware)
+    if cost is None:
+        return dict.fromkeys(event_names(template), np.inf)
+    return energy_by_event(template, cost.energy, level_arrays(template, hw.to_params(), np),
+                           sum(x.macs for x in group.layers), cost.cycles if aware else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,6 +365,26 @@ class FusionPlan:
                                 energy_pj=energy_pj.astype(np.float32),
                                 edp=(cycles * energy_pj).astype(np.float32))
 
+    def energy_by_event(self, events: Sequence[dict[str, float]], hw: HardwareConfig,
+                        unfused: Any = None) -> dict[str, float]:
+        """The network's energy by event class with the fused groups run as chains, as `fold`
+        sums ``energy_pj``: each layer's ``{event: pJ}`` (`events`, unfused) weighted by its
+        count less the instances its fused groups take, plus each fused group's chain
+        (`chain_energy_by_event`) times its instances. A `forced` plan fuses every group,
+        else `decide` does from the layers' `unfused` metrics (``cycles``, ``energy_pj``)."""
+        weights = [float(c) for c in self.counts]
+        fused = (np.ones(len(self.groups), bool) if self.forced else self.decide(
+            np.asarray(unfused.cycles, np.float64)[None],
+            np.asarray(unfused.energy_pj, np.float64)[None], [hw])[0])
+        rows = list(events)
+        for group, yes in zip(self.groups, fused):
+            if yes:
+                for index, per_chain in group.uses.items():
+                    weights[index] -= group.instances * per_chain
+                rows.append(chain_energy_by_event(group, hw, self.aware))
+                weights.append(float(group.instances))
+        return network_energy_by_event(rows, weights)
+
     def describe(self, cycles: np.ndarray, energy_pj: np.ndarray, hw: HardwareConfig
                  ) -> list[dict[str, Any]]:
         """Per group, for one design's unfused per-layer figures: fused or not, with the
@@ -381,5 +422,5 @@ def _apart(group: ChainGroup, values: np.ndarray) -> np.ndarray:
     return sum(k * values[..., i] for i, k in group.uses.items())
 
 
-__all__ = ["ChainGroup", "FusionPlan", "chain_figures", "fused_chains",
+__all__ = ["ChainGroup", "FusionPlan", "chain_energy_by_event", "chain_figures", "fused_chains",
            "fusion_groups", "gemm_view", "path_area_mm2", "plan_chain_tiles"]

@@ -36,6 +36,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, level_arrays, tensor_bits
@@ -52,11 +53,12 @@ from baco import (
 from baco.rounding_factors import argmax_orders, divisors, nearest_divisor
 from perfmodels import aware as aware_model
 from perfmodels.analytic import Metrics, stack_layers
-from perfmodels.score import network_edp
+from perfmodels.score import metrics_by_event, network_edp, network_energy_by_event
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
-__all__ = ["Rounder", "Score", "argmax_orders", "common_score", "divisors", "nearest_divisor"]
+__all__ = ["Rounder", "Score", "argmax_orders", "common_score", "divisors", "nearest_divisor",
+           "score_energy_by_event"]
 
 _HW_MODES = ("min_hw", "free", "fixed")
 
@@ -294,6 +296,7 @@ class Score(NamedTuple):
     latency_cycles: float
     energy_pj: float
     design: Design
+    rounder: Any = None     # the scorer of `design` (`score_energy_by_event`)
 
 
 def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Design,
@@ -344,6 +347,20 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
         if aware:
             r.check(d)
         edp, cycles, energy_pj = network_edp(r.score([d]), counts)
-        scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d))
+        scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d, r))
     return min(scores, key=lambda x: x.edp)
+
+
+def score_energy_by_event(score: Score, layers: Sequence[Layer], counts: Sequence[float]
+                          ) -> dict[str, float]:
+    """The network's energy of a `common_score` by event class: its model's per-layer
+    energy split (`perfmodels.score.metrics_by_event`; the useful MACs are `layers`' own),
+    weighted by `counts` as ``energy_pj`` is, its fused chains as the score fused them
+    (`baco.fusion.FusionPlan.energy_by_event`)."""
+    r, design = score.rounder, score.design
+    metrics = jax.tree_util.tree_map(lambda x: x[0], r.layer_score([design]))
+    events = metrics_by_event(design, metrics, [x.macs for x in layers], r.aware)
+    if r.fusion is None:
+        return network_energy_by_event(events, counts)
+    return r.fusion.energy_by_event(events, design.hw, metrics)
 

@@ -92,8 +92,8 @@ def judge(result: CodesignResult, config: ExperimentConfig) -> Yardsticks:
 
 
 def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:
-    """``{"plain": {"edp", "latency_cycles", "energy_pj", ...}, ...}``; the hardware only where
-    a yardstick had to grow the design's buffers to score it."""
+    """``{"plain": {"edp", "latency_cycles", "energy_pj", "energy_pj_by_event", ...}, ...}``;
+    the hardware only where a yardstick had to grow the design's buffers to score it."""
     out: dict[str, dict[str, Any] | None] = {}
     for name in YARDSTICKS:
         y = judged[name]
@@ -101,7 +101,7 @@ def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:
             out[name] = None
             continue
         entry = {"edp": y.edp, "latency_cycles": y.latency_cycles, "energy_pj": y.energy_pj,
-                 "area_mm2": y.area_mm2}
+                 "energy_pj_by_event": dict(y.energy_pj_by_event), "area_mm2": y.area_mm2}
         if y.grown:
             entry["hardware"] = y.hardware.to_dict()
         out[name] = entry

@@ -4,7 +4,9 @@ A design (a `accel.design.Design`: hardware plus one `Mapping` per unique layer)
 three ways, each giving ``edp`` (cycles x pJ),
 ``latency_cycles`` and ``energy_pj`` of the whole network, with Eq. 6.9's convention
 (`perfmodels.score.network_edp`): latency = sum over unique layers of count x cycles, energy =
-sum of count x pJ, EDP = latency x energy.
+sum of count x pJ, EDP = latency x energy. Each also splits ``energy_pj`` by event class
+(``energy_pj_by_event``: useful and padded MACs, each level's accesses and idle energy; one
+split, `perfmodels.energy.energy_by_event`, weighted by the same counts).
 
 * ``plain``: the analytic model of the design as it is (`baco.rounding.common_score`,
   ``aware=False``; Timeloop-equivalent, what DOSA optimizes).
@@ -89,11 +91,11 @@ from accel.sim import (
     trace_accesses,
 )
 from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
-from baco.rounding import common_score
+from baco.rounding import common_score, score_energy_by_event
 from perfmodels.accesses import Accesses
 from perfmodels.aware import array_axes
-from perfmodels.energy import Energy, area_mm2, energy
-from perfmodels.score import network_edp_exact, network_totals
+from perfmodels.energy import Energy, area_mm2, energy, energy_by_event
+from perfmodels.score import network_edp_exact, network_energy_by_event, network_totals
 from workloads.layer import Layer
 
 YARDSTICKS = ("plain", "instruction_aware", "simulated")
@@ -110,11 +112,13 @@ class Yardstick:
     hardware: HardwareConfig
     area_mm2: float
     grown: bool = False
+    energy_pj_by_event: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"edp": self.edp, "latency_cycles": self.latency_cycles,
-                "energy_pj": self.energy_pj, "area_mm2": self.area_mm2,
-                "grown": self.grown, "hardware": self.hardware.to_dict()}
+                "energy_pj": self.energy_pj, "energy_pj_by_event": dict(self.energy_pj_by_event),
+                "area_mm2": self.area_mm2, "grown": self.grown,
+                "hardware": self.hardware.to_dict()}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -158,6 +162,7 @@ class SimulatedLayer:
     dram_read_bytes: int
     dram_write_bytes: int
     host_ops: tuple[str, ...]
+    energy_pj_by_event: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -432,9 +437,13 @@ def _trace_counts(res: Any, alloc: Allocation, instructions: int, macs: int, lev
 
 
 def _simulated_layer(c: TraceCounts, hw: HardwareConfig, **labels: Any) -> SimulatedLayer:
-    """A `SimulatedLayer` from a trace's counts, its energy on `hw` (`trace_energy`)."""
+    """A `SimulatedLayer` from a trace's counts, its energy on `hw` (`trace_energy`), split by
+    event class (`perfmodels.energy.energy_by_event`: the array's MACs beyond ``macs`` are
+    ``mac_padded``)."""
     en = trace_energy(c, hw)
+    lv = level_arrays(hw.template_spec, hw.to_params(), np)
     return SimulatedLayer(
+        energy_pj_by_event=energy_by_event(hw.template_spec, en, lv, c.macs, c.cycles),
         cycles=c.cycles, energy_pj=float(en.energy_pj),
         level_pj=tuple(float(x) for x in en.level_pj), mac_pj=float(en.mac_pj),
         instructions=c.instructions, macs=c.macs, array_macs=c.array_macs,
@@ -516,7 +525,8 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
                                              [x.energy_pj for x in out], counts)
     stick = Yardstick(edp=float(edp), latency_cycles=float(latency),
                       energy_pj=float(energy_pj), hardware=sim_hw,
-                      area_mm2=hardware_area_mm2(sim_hw), grown=sim_hw != hw)
+                      area_mm2=hardware_area_mm2(sim_hw), grown=sim_hw != hw,
+                      energy_pj_by_event=_events(out))
     return stick, tuple(out)
 
 
@@ -564,8 +574,12 @@ def _with_chains(stick: Yardstick, per_layer: tuple[SimulatedLayer, ...], fused:
             layers[b] = dataclasses.replace(layers[b], count=layers[b].count - group.instances)
     out = tuple(layers + chains)
     edp, latency, energy_pj = network_edp_exact(out)
-    return dataclasses.replace(stick, edp=edp, latency_cycles=latency,
-                               energy_pj=energy_pj), out
+    return dataclasses.replace(stick, edp=edp, latency_cycles=latency, energy_pj=energy_pj,
+                               energy_pj_by_event=_events(out)), out
+
+
+def _events(rows: Sequence[SimulatedLayer]) -> dict[str, float]:
+    return network_energy_by_event([x.energy_pj_by_event for x in rows], [x.count for x in rows])
 
 
 # --------------------------------------------------------------------------- all three
@@ -615,7 +629,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
                                fusion=plans[False])
     plain = Yardstick(edp=plain_score.edp, latency_cycles=plain_score.latency_cycles,
                       energy_pj=plain_score.energy_pj, hardware=design.hw,
-                      area_mm2=hardware_area_mm2(design.hw))
+                      area_mm2=hardware_area_mm2(design.hw),
+                      energy_pj_by_event=score_energy_by_event(plain_score, layers, counts))
     aware = None
     why = _aware_unsupported(design.hw)
     if why is None:
@@ -623,7 +638,8 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
                          fusion=plans[True])
         aware = Yardstick(edp=s.edp, latency_cycles=s.latency_cycles, energy_pj=s.energy_pj,
                           hardware=s.design.hw, area_mm2=hardware_area_mm2(s.design.hw),
-                          grown=s.design.hw != design.hw)
+                          grown=s.design.hw != design.hw,
+                          energy_pj_by_event=score_energy_by_event(s, layers, counts))
     else:
         unavailable["instruction_aware"] = why
     simulated, per_layer = None, ()

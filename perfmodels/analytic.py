@@ -115,6 +115,7 @@ class Metrics(NamedTuple):
     capacity_kb: Any
     overflow: Any
     fanout_excess: Any
+    mac_pj: Any             # the MACs' share of energy_pj (the MACs the model charges)
 
 
 def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
@@ -151,6 +152,7 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         level_accesses=en.level_accesses * groups, level_pj=en.level_pj * groups,
         fills=acc.fills * groups, reads=acc.reads * groups, updates=acc.updates * groups,
         footprint_kb=kb, capacity_kb=cap, overflow=over.sum(), fanout_excess=fan_excess.sum(),
+        mac_pj=en.mac_pj * groups,
     )
 
 

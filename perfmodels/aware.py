@@ -342,7 +342,7 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         cycles=cycles, energy_pj=energy_pj, edp=cycles * energy_pj,
         compute_cycles=lat.compute_cycles * groups, port_cycles=lat.port_cycles * groups,
         level_accesses=en.level_accesses * groups, level_pj=en.level_pj * groups,
-        reads=acc.reads * groups, updates=acc.updates * groups)
+        reads=acc.reads * groups, updates=acc.updates * groups, mac_pj=en.mac_pj * groups)
 
 
 def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: MappingArrays,

@@ -8,6 +8,8 @@ plus a per-PE figure times the PEs; it is an estimate for comparing designs, not
 area budget uses it (`area_excess`, the relaxed penalty; `config_area_mm2`, the hard checks;
 `check_area_budget`, the config check against `smallest_area_mm2`). A level's fixed
 ``area_mm2`` (the DRAM interface's, which grows with its width) is part of the same sum.
+`energy_by_event` splits an `Energy` by event class (useful and padded MACs, each level's
+accesses and idle time), the one split every yardstick reports.
 """
 
 from __future__ import annotations
@@ -45,6 +47,56 @@ def energy(template: Template, acc: Accesses, lv: LevelArrays, cycles: Any = Non
     mac_pj = acc.macs * lv.mac_energy_pj
     return Energy(energy_pj=mac_pj + level_pj.sum(), level_pj=level_pj, mac_pj=mac_pj,
                   level_accesses=per_level)
+
+
+def idle_levels(template: Template) -> tuple[bool, ...]:
+    """Which levels the template gives an idle energy (a ``static_pj_per_cycle`` not 0)."""
+    out = []
+    for level in template.levels:
+        text = level.static_pj_per_cycle.text
+        try:
+            out.append(float(text) != 0.0)
+        except ValueError:          # an expression of the hardware's parameters
+            out.append(True)
+    return tuple(out)
+
+
+def event_names(template: Template) -> tuple[str, ...]:
+    """The event classes `energy_by_event` reports on `template`: ``mac_useful``,
+    ``mac_padded``, then per level (innermost first) its lowercased name (its accesses) and,
+    where the template gives one, ``<name>_idle`` (its idle energy)."""
+    names = ["mac_useful", "mac_padded"]
+    for level, idle in zip(template.levels, idle_levels(template)):
+        names += [level.name.lower()] + ([f"{level.name.lower()}_idle"] if idle else [])
+    return tuple(names)
+
+
+def energy_by_event(template: Template, en: Energy, lv: LevelArrays, useful_macs: float,
+                    cycles: Any = None) -> dict[str, float]:
+    """`en` split by event class (`event_names`), in pJ, summing to ``en.energy_pj``.
+
+    ``mac_useful`` is `useful_macs` (the layer's own MACs) x the MAC energy and
+    ``mac_padded`` the rest of ``en.mac_pj`` (the MACs charged beyond them: padded array rows
+    and columns, edge tiles); a rest within a part in a million of ``en.mac_pj``, the float32
+    models' rounding, is none. A level's idle energy is ``static_pj_per_cycle`` x
+    `cycles` (0 without `cycles`, as `energy` charges it) and its accesses the rest of its
+    ``level_pj``. Totals of many layers: `perfmodels.score.network_energy_by_event`.
+    """
+    mac_pj = float(en.mac_pj)
+    useful_pj = float(useful_macs) * float(lv.mac_energy_pj)
+    padded_pj = mac_pj - useful_pj
+    if abs(padded_pj) <= 1e-6 * abs(mac_pj):
+        padded_pj = 0.0
+    out = {"mac_useful": useful_pj, "mac_padded": padded_pj}
+    level_pj = np.asarray(en.level_pj, np.float64)
+    static = np.asarray(lv.static_pj_per_cycle, np.float64)
+    for l, (level, idle) in enumerate(zip(template.levels, idle_levels(template))):
+        name = level.name.lower()
+        idle_pj = float(cycles) * float(static[l]) if idle and cycles is not None else 0.0
+        out[name] = float(level_pj[l]) - idle_pj
+        if idle:
+            out[f"{name}_idle"] = idle_pj
+    return out
 
 
 def area_mm2(hwp: HwParams, lv: LevelArrays) -> Any:

@@ -49,13 +49,14 @@ import numpy as np
 from accel import gemmini_timing
 from accel.lower import chain_dims, chain_epilogues
 from perfmodels.analytic import fast_jit
+from perfmodels.energy import Energy
 from workloads.errors import ConfigError, InfeasibleError, WorkloadError
 from workloads.layer import Layer
 from workloads.network import Network
 
 __all__ = ["NORM_MOVE_CYCLES", "VALID_ORDERS", "ChainCost", "ChainDims", "ChainEpilogue",
            "ClosedForm", "Tiling", "Unfused", "ceil_trips", "chain_cost", "chain_data_volume",
-           "chain_metrics", "chain_words", "closed_form_optimum", "order_array",
+           "chain_metrics", "chain_parts", "chain_words", "closed_form_optimum", "order_array",
            "relaxed_chain_tiles", "relaxed_trips", "search_chain_tiles", "tile_candidates",
            "unfused_data_volume"]
 
@@ -395,6 +396,7 @@ class ChainCost(NamedTuple):
     dram_words: Any
     sp_rows: Any
     acc_rows: Any
+    energy: Any = None      # the chain's `perfmodels.energy.Energy`, per tiling
 
 
 def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
@@ -410,7 +412,7 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     tiles = np.asarray(tiles, np.float64)
     shape = tiles.shape[:-1]
     flat = tiles.reshape(-1, tiles.shape[-1])[:, :3]
-    cycles, energy_pj, dram = _exact_metrics(
+    cycles, en, dram = _exact_metrics(
         hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
         jnp.asarray(flat, jnp.float32), load_latency, shared_weights, ChainEpilogue(*epilogue))
     tm, tk, tl = (np.minimum(tiles[..., i], -(-float(x) // d) * d)
@@ -418,16 +420,18 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     n = int(dims[4])
     sp_rows, acc_rows = footprint({"m": tm, "k": tk, "l": tl, "n": np.full_like(tm, n)},
                                   n, "mlkn", int(d))
-    out = (np.asarray(x, np.float64).reshape(shape) for x in (cycles, energy_pj, dram))
-    return ChainCost(*out, sp_rows=sum(sp_rows.values()), acc_rows=sum(acc_rows.values()))
+    out = (np.asarray(x, np.float64).reshape(shape) for x in (cycles, en.energy_pj, dram))
+    parts = Energy(*(np.asarray(x, np.float64).reshape(shape + np.shape(x)[1:]) for x in en))
+    return ChainCost(*out, sp_rows=sum(sp_rows.values()), acc_rows=sum(acc_rows.values()),
+                     energy=parts)
 
 
 @functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6))
 def _exact_metrics(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
                    load_latency: bool, shared_weights: bool, epilogue: ChainEpilogue
                    ) -> tuple[Any, Any, Any]:
-    return jax.vmap(lambda t: chain_metrics(template, hwp, dims, t, ceil_trips, load_latency,
-                                            shared_weights, epilogue))(tiles)
+    return jax.vmap(lambda t: chain_parts(template, hwp, dims, t, ceil_trips, load_latency,
+                                          shared_weights, epilogue))(tiles)
 
 
 def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
@@ -466,6 +470,17 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
       `perfmodels.energy.energy`: so the simulator's and the model's energy agree where the
       counts do (tests/perfmodels/test_fusion.py).
     """
+    cycles, en, dram = chain_parts(template, hwp, dims, tiles, trips, load_latency,
+                                   shared_weights, epilogue)
+    return cycles, en.energy_pj, dram
+
+
+def chain_parts(template: Any, hwp: Any, dims: Any, tiles: Any,
+                trips: Callable[[Any, Any], Any] = ceil_trips, load_latency: bool = True,
+                shared_weights: bool = True, epilogue: ChainEpilogue = ChainEpilogue()
+                ) -> tuple[Any, Any, Any]:
+    """`chain_metrics` with the whole `perfmodels.energy.Energy` in place of its pJ:
+    ``(cycles, Energy, DRAM words)``."""
     from accel.arch import level_arrays
     from perfmodels.accesses import Accesses, I, O, W
     from perfmodels.energy import energy
@@ -533,7 +548,7 @@ def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
                                     reads=reads, updates=updates,
                                     log_refills=jnp.zeros(template.num_levels)), lv,
                  cycles if load_latency else None)
-    return cycles, out.energy_pj, dram
+    return cycles, out, dram
 
 
 def relaxed_chain_tiles(hwp: Any, dims: Any) -> tuple[Any, Any]:

@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from accel.arch import level_arrays
 from accel.design import Design
 from perfmodels.accesses import MappingArrays, order_rank
 from perfmodels.analytic import exact_batch
+from perfmodels.energy import Energy, energy_by_event
 
 
 def design_arrays(design: Design) -> MappingArrays:
@@ -57,10 +59,39 @@ def network_edp_exact(rows: Iterable[Any]) -> tuple[float, float, float]:
     return cycles * energy_pj, cycles, energy_pj
 
 
+def network_energy_by_event(events: Iterable[dict[str, float]], counts: Iterable[float]
+                            ) -> dict[str, float]:
+    """The network's energy per event class (`perfmodels.energy.energy_by_event`) from its
+    layers' (or fused chains') ``{event: pJ}`` weighted by their counts, as Eq. 6.9 sums
+    ``energy_pj``: ``Σ count x pJ`` per event, correctly rounded (`math.fsum`)."""
+    terms: dict[str, list[float]] = {}
+    for row, count in zip(events, counts):
+        for name, pj in row.items():
+            terms.setdefault(name, []).append(float(count) * pj)
+    return {name: math.fsum(values) for name, values in terms.items()}
+
+
+def metrics_by_event(design: Design, metrics: Any, useful_macs: Sequence[float],
+                     timed: bool) -> list[dict[str, float]]:
+    """Per layer, the model's energy (`Metrics` ``[layer]`` of `design`'s hardware) by event
+    class (`energy_by_event`); `timed`: the model charged the levels' idle energy over its
+    cycles (the instruction-aware model), else not (the plain one)."""
+    template = design.hw.template_spec
+    lv = level_arrays(template, design.hw.to_params(), np)
+    out = []
+    for b, useful in enumerate(useful_macs):
+        en = Energy(metrics.energy_pj[b], metrics.level_pj[b], metrics.mac_pj[b],
+                    metrics.level_accesses[b])
+        out.append(energy_by_event(template, en, lv, useful,
+                                   metrics.cycles[b] if timed else None))
+    return out
+
+
 def plain_edp(design: Design, layers: Sequence[Any], counts: np.ndarray) -> float:
     """The design's EDP under the plain (instruction-agnostic) analytic model."""
     out = exact_batch(list(layers), design.hw, design.mappings(), check=False)
     return float(network_totals(out.cycles, out.energy_pj, counts)[0])
 
 
-__all__ = ["design_arrays", "network_edp", "network_edp_exact", "network_totals", "plain_edp"]
+__all__ = ["design_arrays", "metrics_by_event", "network_edp", "network_edp_exact",
+           "network_energy_by_event", "network_totals", "plain_edp"]

@@ -52,6 +52,9 @@ def test_run_writes_config_results_and_history(first):
             figures = entry["yardsticks"][name]
             assert figures["edp"] == pytest.approx(
                 figures["latency_cycles"] * figures["energy_pj"], rel=1e-9)
+            events = figures["energy_pj_by_event"]
+            assert {"mac_useful", "mac_padded", "dram", "dram_idle"} <= set(events)
+            assert sum(events.values()) == pytest.approx(figures["energy_pj"], rel=1e-6)
         assert entry["yardsticks"]["plain"]["edp"] == pytest.approx(entry["edp_analytic"])
     assert doc["edp_yardstick"] == "instruction_aware"
     assert dosa["edp"] == pytest.approx(dosa["yardsticks"]["instruction_aware"]["edp"])
@@ -139,6 +142,10 @@ def test_a_fused_suite_case_runs_marks_its_layers_and_simulates_its_chain(tmp_pa
         ("G10/gemm1", 0.0), ("G10/gemm2", 0.0), ("G10/gemm1 -> G10/gemm2", 1.0)]
     assert doc["yardsticks"]["simulated"]["latency_cycles"] == doc["simulated_layers"][2][
         "cycles"]
+    for name in ("plain", "instruction_aware", "simulated"):
+        figures = doc["yardsticks"][name]
+        assert sum(figures["energy_pj_by_event"].values()) == pytest.approx(
+            figures["energy_pj"], rel=1e-6)
     code, out, err = run(capsys, "simulate", tmp_path / "out" / "results.json", "--check",
                          "--json", "--quiet")
     assert code == 0, err

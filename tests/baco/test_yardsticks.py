@@ -282,3 +282,83 @@ def test_a_layer_with_gelu_runs_it_on_chip_and_its_design_pays_for_the_unit():
     out = run(low.trace, HW, image, initialized=initialized)
     got = low.layout.read(out.dram, "output")
     assert np.array_equal(got, expected_output(low, arrays))
+
+
+def _assert_events_sum(stick, template, rel=1e-6):
+    """`energy_pj_by_event` names the template's event classes and sums to `energy_pj` (to
+    the float32 models' rounding)."""
+    from perfmodels.energy import event_names
+
+    assert tuple(stick.energy_pj_by_event) == event_names(template)
+    assert math.fsum(stick.energy_pj_by_event.values()) == pytest.approx(stick.energy_pj,
+                                                                         rel=rel)
+
+
+def test_every_yardstick_splits_its_energy_by_event(scored):
+    design, y = scored
+    lv = level_arrays(HW.template_spec, HW.to_params(), np)
+    useful = sum(c * x.macs for x, c in zip(LAYERS, COUNTS)) * float(lv.mac_energy_pj)
+    for name in ys.YARDSTICKS:
+        stick = y[name]
+        _assert_events_sum(stick, HW.template_spec)
+        events = stick.energy_pj_by_event
+        assert set(events) == {"mac_useful", "mac_padded", "registers", "accumulator",
+                               "scratchpad", "dram", "dram_idle"}
+        assert events["mac_useful"] == pytest.approx(useful, rel=1e-12)
+        assert all(v >= 0 for v in events.values()), (name, events)
+        assert y.to_dict()[name]["energy_pj_by_event"] == events
+    assert y.plain.energy_pj_by_event["dram_idle"] == 0.0       # the plain model has none
+    assert y.simulated.energy_pj_by_event["dram_idle"] > 0
+    for row in y.layers:
+        assert math.fsum(row.energy_pj_by_event.values()) == pytest.approx(row.energy_pj,
+                                                                           rel=1e-6)
+        assert row.to_dict()["energy_pj_by_event"] == row.energy_pj_by_event
+    # The C=5 conv on an 8x8 array pads its rows.
+    assert y.simulated.energy_pj_by_event["mac_padded"] > 0
+    assert y.instruction_aware.energy_pj_by_event["mac_padded"] > 0
+
+
+def test_mac_padded_is_what_the_array_spends_beyond_the_layer():
+    """On a 16x16 array, a C=3 conv leaves rows idle (``mac_padded`` > 0); a 16x16x16 GEMM
+    fills it exactly (``mac_padded`` 0)."""
+    hw = HardwareConfig(pe_rows=16, pe_cols=16, sp_kb=64, acc_kb=32, name="sixteen")
+    lv = level_arrays(hw.template_spec, hw.to_params(), np)
+    conv = Layer.conv2d(R=3, S=3, P=8, Q=8, C=3, K=16, pads=(1, 1, 1, 1), name="rgb")
+    gemm = Layer.gemm(M=16, K_red=16, N_out=16, name="full")
+    maps = [Mapping.from_timeloop("L3[WIO] R3 S3 - L2[WI] K16X - L1[O] C3X - L0[W] P8 Q8",
+                                  stages=1),
+            Mapping.from_timeloop("L3[WIO] - L2[WI] K16X - L1[O] C16X - L0[W] P16",
+                                  stages=1)]
+    stick, (rgb, full) = ys.simulate_design([conv, gemm], [2, 1], design_of(hw, maps),
+                                            cache=ys.SimCache())
+    assert rgb.array_macs > rgb.macs and full.array_macs == full.macs
+    e = float(lv.mac_energy_pj)
+    assert rgb.energy_pj_by_event["mac_padded"] == pytest.approx(
+        (rgb.array_macs - rgb.macs) * e, rel=1e-12)
+    assert full.energy_pj_by_event["mac_padded"] == 0.0
+    assert stick.energy_pj_by_event["mac_padded"] == pytest.approx(
+        2 * rgb.energy_pj_by_event["mac_padded"], rel=1e-12)
+    _assert_events_sum(stick, hw.template_spec)
+
+
+def test_fused_chains_and_other_templates_split_their_energy_by_event():
+    from baco.fusion import fusion_groups
+    from baco.search.gemmini_tiler import gemmini_mapping
+    from workloads import suite
+
+    hw = HardwareConfig.preset("gemmini_default")
+    net = [x for x in suite("bmm_chain") if x.name == "G10"][0]
+    groups, _ = fusion_groups(net)
+    layers, counts = list(net.layers), list(net.counts)
+    design = design_of(hw, [gemmini_mapping(x, hw)[0] for x in layers])
+    y = ys.yardsticks(layers, counts, design, fused=groups, cache=ys.SimCache())
+    assert y.layers[-1].count == 1.0 and y.layers[-1].energy_pj_by_event
+    for name in ys.YARDSTICKS:
+        _assert_events_sum(y[name], hw.template_spec)
+    for preset in ("eyeriss", "nvdla_small"):
+        other = HardwareConfig.preset(preset)
+        mapping = Mapping.random(LAYERS[1], other, np.random.default_rng(0))
+        y = ys.yardsticks([LAYERS[1]], [2], design_of(other, [mapping]), cache=ys.SimCache())
+        for name in ys.YARDSTICKS:
+            if y[name] is not None:
+                _assert_events_sum(y[name], other.template_spec)
