@@ -57,8 +57,7 @@ from perfmodels.score import metrics_by_event, network_edp, network_energy_by_ev
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
 
-__all__ = ["Rounder", "Score", "argmax_orders", "common_score", "divisors", "nearest_divisor",
-           "score_energy_by_event"]
+__all__ = ["Rounder", "Score", "argmax_orders", "common_score", "divisors", "nearest_divisor"]
 
 _HW_MODES = ("min_hw", "free", "fixed")
 
@@ -296,7 +295,7 @@ class Score(NamedTuple):
     latency_cycles: float
     energy_pj: float
     design: Design
-    rounder: Any = None     # the scorer of `design` (`score_energy_by_event`)
+    energy_pj_by_event: dict[str, float]
 
 
 def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Design,
@@ -317,6 +316,7 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     # them): it is scored on the layer it covers, so the padded work is counted.
     # (A dim covered short is left to fail validation.)
     covers = (design.temporal * design.spatial).prod(axis=1)
+    useful_macs = [layer.macs for layer in layers]
     layers = [padded_layer(layer, m) if all(c >= layer.dims[d] for c, d in zip(cover, DIMS))
               else layer for layer, m, cover in zip(layers, design.mappings(), covers)]
     options: list[tuple[Rounder, Design]] = []
@@ -342,25 +342,25 @@ def common_score(layers: Sequence[Layer], counts: Sequence[float], design: Desig
     if area_budget_mm2 is not None and len(options) > 1:
         inside = [(r, d) for r, d in options if r.area_mm2(d.hw) <= area_budget_mm2 * (1 + 1e-6)]
         options = inside or options
-    scores = []
+    scored = []
     for r, d in options:
         if aware:
             r.check(d)
         edp, cycles, energy_pj = network_edp(r.score([d]), counts)
-        scores.append(Score(float(edp[0]), float(cycles[0]), float(energy_pj[0]), d, r))
-    return min(scores, key=lambda x: x.edp)
+        scored.append((float(edp[0]), float(cycles[0]), float(energy_pj[0]), d, r))
+    edp, cycles, energy_pj, d, r = min(scored, key=lambda x: x[0])
+    return Score(edp, cycles, energy_pj, d, _energy_by_event(r, d, useful_macs, counts))
 
 
-def score_energy_by_event(score: Score, layers: Sequence[Layer], counts: Sequence[float]
-                          ) -> dict[str, float]:
-    """The network's energy of a `common_score` by event class: its model's per-layer
-    energy split (`perfmodels.score.metrics_by_event`; the useful MACs are `layers`' own),
-    weighted by `counts` as ``energy_pj`` is, its fused chains as the score fused them
+def _energy_by_event(rounder: Rounder, design: Design, useful_macs: Sequence[float],
+                     counts: Sequence[float]) -> dict[str, float]:
+    """The network's energy of `design` on `rounder`'s model by event class: each layer's
+    split (`perfmodels.score.metrics_by_event`; the useful MACs are the layers' own, before
+    padding) weighted by `counts` as ``energy_pj`` is, fused chains as the score fused them
     (`baco.fusion.FusionPlan.energy_by_event`)."""
-    r, design = score.rounder, score.design
-    metrics = jax.tree_util.tree_map(lambda x: x[0], r.layer_score([design]))
-    events = metrics_by_event(design, metrics, [x.macs for x in layers], r.aware)
-    if r.fusion is None:
+    metrics = jax.tree_util.tree_map(lambda x: x[0], rounder.layer_score([design]))
+    events = metrics_by_event(design, metrics, useful_macs, rounder.aware)
+    if rounder.fusion is None:
         return network_energy_by_event(events, counts)
-    return r.fusion.energy_by_event(events, design.hw, metrics)
+    return rounder.fusion.energy_by_event(events, design.hw, metrics)
 

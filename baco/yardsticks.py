@@ -91,7 +91,7 @@ from accel.sim import (
     trace_accesses,
 )
 from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
-from baco.rounding import common_score, score_energy_by_event
+from baco.rounding import common_score
 from perfmodels.accesses import Accesses
 from perfmodels.aware import array_axes
 from perfmodels.energy import Energy, area_mm2, energy, energy_by_event
@@ -630,7 +630,7 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
     plain = Yardstick(edp=plain_score.edp, latency_cycles=plain_score.latency_cycles,
                       energy_pj=plain_score.energy_pj, hardware=design.hw,
                       area_mm2=hardware_area_mm2(design.hw),
-                      energy_pj_by_event=score_energy_by_event(plain_score, layers, counts))
+                      energy_pj_by_event=plain_score.energy_pj_by_event)
     aware = None
     why = _aware_unsupported(design.hw)
     if why is None:
@@ -639,7 +639,7 @@ def yardsticks(layers: Sequence[Layer], counts: Sequence[float], design: Design,
         aware = Yardstick(edp=s.edp, latency_cycles=s.latency_cycles, energy_pj=s.energy_pj,
                           hardware=s.design.hw, area_mm2=hardware_area_mm2(s.design.hw),
                           grown=s.design.hw != design.hw,
-                          energy_pj_by_event=score_energy_by_event(s, layers, counts))
+                          energy_pj_by_event=s.energy_pj_by_event)
     else:
         unavailable["instruction_aware"] = why
     simulated, per_layer = None, ()
