@@ -43,7 +43,13 @@ from accel.arch import HardwareConfig, level_arrays, unit_area_mm2
 from accel.isa import IsaParams
 from accel.lower import TILE_DIMS, chain_dims, chain_epilogues, choose_tiles, footprint
 from perfmodels.energy import config_area_mm2, energy_by_event, event_names
-from perfmodels.fusion import ChainDims, ChainEpilogue, chain_cost, chain_data_volume
+from perfmodels.fusion import (
+    ChainDims,
+    ChainEpilogue,
+    chain_cost,
+    chain_data_volume,
+    chain_energy,
+)
 from perfmodels.score import network_energy_by_event, network_totals
 from workloads.errors import BacoError, ConfigError, UnsupportedOpError
 from workloads.layer import Layer
@@ -284,10 +290,12 @@ def chain_energy_by_event(group: ChainGroup, hw: HardwareConfig, aware: bool = T
     """`chain_figures`' pJ of one instance by event class (`perfmodels.energy.energy_by_event`;
     the useful MACs are the two layers'), every class inf where the chain has no figures."""
     template = hw.template_spec
-    cost, _ = _chain_cost(group, hw, aware)
+    cost, tiles = _chain_cost(group, hw, aware)
     if cost is None:
         return dict.fromkeys(event_names(template), np.inf)
-    return energy_by_event(template, cost.energy, level_arrays(template, hw.to_params(), np),
+    en = chain_energy(group.dims, tiles, hw, load_latency=aware,
+                      epilogue=ChainEpilogue(softmax=group.softmax))
+    return energy_by_event(template, en, level_arrays(template, hw.to_params(), np),
                            sum(x.macs for x in group.layers), cost.cycles if aware else None)
 
 

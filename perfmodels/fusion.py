@@ -56,9 +56,9 @@ from workloads.network import Network
 
 __all__ = ["NORM_MOVE_CYCLES", "VALID_ORDERS", "ChainCost", "ChainDims", "ChainEpilogue",
            "ClosedForm", "Tiling", "Unfused", "ceil_trips", "chain_cost", "chain_data_volume",
-           "chain_metrics", "chain_parts", "chain_words", "closed_form_optimum", "order_array",
-           "relaxed_chain_tiles", "relaxed_trips", "search_chain_tiles", "tile_candidates",
-           "unfused_data_volume"]
+           "chain_energy", "chain_metrics", "chain_parts", "chain_words", "closed_form_optimum",
+           "order_array", "relaxed_chain_tiles", "relaxed_trips", "search_chain_tiles",
+           "tile_candidates", "unfused_data_volume"]
 
 LOOPS = "mkln"  # loop ids index (M, K, L, N), Chimera's names
 WEIGHTS = ("B", "D")  # the operands a `Layer` GEMM's batch shares
@@ -396,7 +396,6 @@ class ChainCost(NamedTuple):
     dram_words: Any
     sp_rows: Any
     acc_rows: Any
-    energy: Any = None      # the chain's `perfmodels.energy.Energy`, per tiling
 
 
 def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
@@ -412,7 +411,7 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     tiles = np.asarray(tiles, np.float64)
     shape = tiles.shape[:-1]
     flat = tiles.reshape(-1, tiles.shape[-1])[:, :3]
-    cycles, en, dram = _exact_metrics(
+    cycles, energy_pj, dram = _exact_metrics(
         hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
         jnp.asarray(flat, jnp.float32), load_latency, shared_weights, ChainEpilogue(*epilogue))
     tm, tk, tl = (np.minimum(tiles[..., i], -(-float(x) // d) * d)
@@ -420,16 +419,34 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     n = int(dims[4])
     sp_rows, acc_rows = footprint({"m": tm, "k": tk, "l": tl, "n": np.full_like(tm, n)},
                                   n, "mlkn", int(d))
-    out = (np.asarray(x, np.float64).reshape(shape) for x in (cycles, en.energy_pj, dram))
-    parts = Energy(*(np.asarray(x, np.float64).reshape(shape + np.shape(x)[1:]) for x in en))
-    return ChainCost(*out, sp_rows=sum(sp_rows.values()), acc_rows=sum(acc_rows.values()),
-                     energy=parts)
+    out = (np.asarray(x, np.float64).reshape(shape) for x in (cycles, energy_pj, dram))
+    return ChainCost(*out, sp_rows=sum(sp_rows.values()), acc_rows=sum(acc_rows.values()))
+
+
+def chain_energy(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
+                 shared_weights: bool = True, epilogue: ChainEpilogue = ChainEpilogue()
+                 ) -> Energy:
+    """The whole `perfmodels.energy.Energy` of `chain_cost`'s chain on one tiling (float64
+    numpy), for its split by event class (`perfmodels.energy.energy_by_event`)."""
+    flat = np.asarray(tiles, np.float64).reshape(1, -1)[:, :3]
+    _, en, _ = _exact_parts(hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
+                            jnp.asarray(flat, jnp.float32), load_latency, shared_weights,
+                            ChainEpilogue(*epilogue))
+    return Energy(*(np.asarray(x[0], np.float64) for x in en))
 
 
 @functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6))
 def _exact_metrics(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
                    load_latency: bool, shared_weights: bool, epilogue: ChainEpilogue
                    ) -> tuple[Any, Any, Any]:
+    return jax.vmap(lambda t: chain_metrics(template, hwp, dims, t, ceil_trips, load_latency,
+                                            shared_weights, epilogue))(tiles)
+
+
+@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6))
+def _exact_parts(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
+                 load_latency: bool, shared_weights: bool, epilogue: ChainEpilogue
+                 ) -> tuple[Any, Any, Any]:
     return jax.vmap(lambda t: chain_parts(template, hwp, dims, t, ceil_trips, load_latency,
                                           shared_weights, epilogue))(tiles)
 
