@@ -411,9 +411,10 @@ def chain_cost(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     tiles = np.asarray(tiles, np.float64)
     shape = tiles.shape[:-1]
     flat = tiles.reshape(-1, tiles.shape[-1])[:, :3]
-    cycles, energy_pj, dram = _exact_metrics(
+    cycles, energy_pj, dram = _exact(
         hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
-        jnp.asarray(flat, jnp.float32), load_latency, shared_weights, ChainEpilogue(*epilogue))
+        jnp.asarray(flat, jnp.float32), load_latency, shared_weights, ChainEpilogue(*epilogue),
+        False)
     tm, tk, tl = (np.minimum(tiles[..., i], -(-float(x) // d) * d)
                   for i, x in enumerate(dims[1:4]))
     n = int(dims[4])
@@ -429,26 +430,21 @@ def chain_energy(dims: Any, tiles: Any, hw: Any, *, load_latency: bool = True,
     """The whole `perfmodels.energy.Energy` of `chain_cost`'s chain on one tiling (float64
     numpy), for its split by event class (`perfmodels.energy.energy_by_event`)."""
     flat = np.asarray(tiles, np.float64).reshape(1, -1)[:, :3]
-    _, en, _ = _exact_parts(hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
-                            jnp.asarray(flat, jnp.float32), load_latency, shared_weights,
-                            ChainEpilogue(*epilogue))
+    _, en, _ = _exact(hw.template_spec, hw.to_params(), tuple(int(x) for x in dims),
+                      jnp.asarray(flat, jnp.float32), load_latency, shared_weights,
+                      ChainEpilogue(*epilogue), True)
     return Energy(*(np.asarray(x[0], np.float64) for x in en))
 
 
-@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6))
-def _exact_metrics(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
-                   load_latency: bool, shared_weights: bool, epilogue: ChainEpilogue
-                   ) -> tuple[Any, Any, Any]:
-    return jax.vmap(lambda t: chain_metrics(template, hwp, dims, t, ceil_trips, load_latency,
-                                            shared_weights, epilogue))(tiles)
-
-
-@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6))
-def _exact_parts(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any,
-                 load_latency: bool, shared_weights: bool, epilogue: ChainEpilogue
-                 ) -> tuple[Any, Any, Any]:
-    return jax.vmap(lambda t: chain_parts(template, hwp, dims, t, ceil_trips, load_latency,
-                                          shared_weights, epilogue))(tiles)
+@functools.partial(fast_jit, static_argnums=(0, 2, 4, 5, 6, 7))
+def _exact(template: Any, hwp: Any, dims: tuple[int, ...], tiles: Any, load_latency: bool,
+           shared_weights: bool, epilogue: ChainEpilogue, parts: bool
+           ) -> tuple[Any, Any, Any]:
+    """Every tiling's `chain_metrics` (with `parts`, `chain_parts`: the whole `Energy`, a
+    program of its own, so that the pJ alone compiles as it always has)."""
+    fn = chain_parts if parts else chain_metrics
+    return jax.vmap(lambda t: fn(template, hwp, dims, t, ceil_trips, load_latency,
+                                 shared_weights, epilogue))(tiles)
 
 
 def chain_metrics(template: Any, hwp: Any, dims: Any, tiles: Any,
