@@ -246,6 +246,8 @@ class LevelArrays(NamedTuple):
     static_pj_per_cycle: Any
     mac_energy_pj: Any
     pe_area_mm2: Any
+    mac_padded_energy_pj: Any       # a MAC on a padded (zero) operand
+    pe_idle_pj_per_cycle: Any       # a PE's cycle without a MAC while the array runs
 
 
 def unit_area_mm2(hw: HardwareConfig, unit: str) -> float | None:
@@ -274,6 +276,7 @@ def level_arrays(template: Template, hwp: HwParams, xp: Any = jnp) -> LevelArray
         return xp.where(xp.isfinite(c), c, 0.0)
 
     cap = [ev(lv.capacity_kb, xp.inf) for lv in template.levels]
+    mac_pj = ev(template.mac_energy_pj, 0.0)
     epa = [ev(lv.energy_pj, 0.0) + ev(lv.energy_pj_per_kb, 0.0) * finite(c)
            for lv, c in zip(template.levels, cap)]
     inst = [ev(lv.instances, 1.0) for lv in template.levels]
@@ -289,8 +292,11 @@ def level_arrays(template: Template, hwp: HwParams, xp: Any = jnp) -> LevelArray
         fanout=xp.stack([ev(lv.fanout, xp.inf) for lv in template.levels]),
         static_pj_per_cycle=xp.stack([ev(lv.static_pj_per_cycle, 0.0)
                                       for lv in template.levels]),
-        mac_energy_pj=ev(template.mac_energy_pj, 0.0),
+        mac_energy_pj=mac_pj,
         pe_area_mm2=ev(template.pe_area_mm2, 0.0),
+        mac_padded_energy_pj=(mac_pj if template.mac_padded_energy_pj is None
+                              else ev(template.mac_padded_energy_pj, 0.0)),
+        pe_idle_pj_per_cycle=ev(template.pe_idle_pj_per_cycle, 0.0),
     )
 
 

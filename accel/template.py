@@ -155,6 +155,10 @@ class Template:
     gelu_area_mm2: Expr | None = None   # the optional I-GELU unit on the mvout path; None: none
     norm_area_mm2: Expr | None = None   # the optional normalizer (softmax); None: none
     instructions: tuple[tuple[str, InstructionCost], ...] = ()   # what each kind costs
+    # A MAC on a padded (zero) operand, and a PE's cycle with no MAC while the array runs; a
+    # template without them charges a padded MAC as a useful one and an idle PE nothing.
+    mac_padded_energy_pj: Expr | None = None
+    pe_idle_pj_per_cycle: Expr | None = None
 
     def instruction(self, kind: str) -> InstructionCost | None:
         """The cost of one instruction of `kind` (`InstructionCost.KINDS`), None if unknown."""
@@ -187,7 +191,8 @@ class Template:
         mac = data["mac"]
         if not isinstance(mac, dict):
             raise ConfigError(f"{where}: mac must be {{energy_pj: .., area_mm2: ..}}")
-        check_keys(mac, {"energy_pj", "area_mm2"}, f"{where}: mac")
+        check_keys(mac, {"energy_pj", "padded_energy_pj", "idle_pj_per_cycle", "area_mm2"},
+                   f"{where}: mac")
         units = _units_from_dict(data, where, allowed)
         return cls(
             name=str(data["name"]),
@@ -204,6 +209,10 @@ class Template:
             norm_area_mm2=units.get("normalizer"),
             instructions=InstructionCost.table_from_dict(
                 data.get("instructions"), f"{where}: instructions", allowed),
+            mac_padded_energy_pj=_optional_expr(mac, "padded_energy_pj", f"{where}: mac",
+                                                allowed),
+            pe_idle_pj_per_cycle=_optional_expr(mac, "idle_pj_per_cycle", f"{where}: mac",
+                                                allowed),
         )
 
     # ------------------------------------------------------------------ static structure
@@ -329,6 +338,11 @@ def _level_from_dict(raw: Any, i: int, top: bool, where: str, allowed: tuple[str
         static_pj_per_cycle=Expr.parse(raw.get("static_pj_per_cycle", 0),
                                        f"{lw}.static_pj_per_cycle", allowed),
     )
+
+
+def _optional_expr(raw: dict, key: str, where: str, allowed: tuple[str, ...]) -> Expr | None:
+    """``raw[key]`` parsed, None where absent or null."""
+    return None if raw.get(key) is None else Expr.parse(raw[key], f"{where}.{key}", allowed)
 
 
 def _units_from_dict(data: dict, where: str, allowed: tuple[str, ...]) -> dict[str, Expr]:

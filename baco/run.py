@@ -49,6 +49,7 @@ import yaml
 
 from accel.arch import HardwareConfig
 from accel.design import design_of
+from baco import verdict
 from baco.config import ExperimentConfig
 from baco.fusion import fused_chains
 from baco.result import CodesignResult
@@ -327,7 +328,9 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     as ``scorer``), so ``edp_ratio`` compares on it (for a ``hybrid`` or ``sim_hybrid``
     co-design, whose own EDP is its learned model's, the top-level ``edp`` is the yardstick's
     too); ``edp_analytic`` / ``edp_ratio_analytic`` are the plain yardstick's, and
-    ``edp_as_reported`` what the search itself reported.
+    ``edp_as_reported`` what the search itself reported. ``simulated_breakdown`` (BACO's and
+    each baseline's) splits the simulated figures by layer and padded-MAC assumption, and a
+    baseline's ``verdict`` takes its ratio to BACO apart (`baco.verdict`).
     `judged` holds the methods' `Yardsticks` if already computed (by label, ``"baco"`` for
     the co-design).
     """
@@ -360,6 +363,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     doc["scorer"] = "instruction_aware" if headline == "instruction_aware" else "analytic"
     doc["best_edp_at"] = _marks(result)
     doc["simulated_layers"] = [x.to_dict() for x in mine.layers]
+    doc["simulated_breakdown"] = verdict.contestant(mine)
     entries = {}
     for name, other in found.items():
         theirs = judged[name]
@@ -371,6 +375,8 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
             "hardware": other.hardware.to_dict(),
             "hardware_as_scored": theirs[headline].hardware.to_dict(),
             "history": _history(other), "seed": other.seed,
+            "simulated_breakdown": verdict.contestant(theirs),
+            "verdict": verdict.versus(theirs, mine),
             "extra": json.loads(json.dumps(other.extra, default=str)),
         }
     doc["baselines"] = entries
@@ -426,7 +432,31 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         ratios = entry["edp_ratios"]
         lines.append(f"  baco vs {name}: " + ", ".join(
             f"{versus(ratios[key])} {title}" for key, title in SUMMARY_YARDSTICKS))
+        lines += verdict_lines(entry.get("verdict"))
     return lines
+
+
+def verdict_lines(taken_apart: dict[str, Any] | None) -> list[str]:
+    """The simulated verdict against one baseline, taken apart (`baco.verdict.versus`)."""
+    if not taken_apart:
+        return []
+
+    def x(ratio: float | None) -> str:
+        return "-" if ratio is None else f"{ratio:.2f}x"
+
+    by_mac = taken_apart["edp_ratio_by_padded_mac"]
+    out = [f"      simulated: latency {x(taken_apart['latency_ratio'])}, energy "
+           f"{x(taken_apart['energy_ratio'])}; EDP with padded MACs free / as the table / "
+           f"full: {x(by_mac['zero'])} / {x(by_mac['table'])} / {x(by_mac['full'])}"]
+    parts = []
+    for key, title in (("largest_layer_out", "the largest layer"),
+                       ("worst_layer_out", "the most decisive layer")):
+        left = taken_apart.get(key)
+        if left:
+            parts.append(f"without {title} ({left['layer']}) {x(left['edp_ratio'])}")
+    if parts:
+        out.append("      " + "; ".join(parts))
+    return out
 
 
 def main_run(config: str, out: str | None, resume: bool, quiet: bool,

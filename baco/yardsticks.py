@@ -156,6 +156,7 @@ class SimulatedLayer:
     energy_pj: float
     level_pj: tuple[float, ...]
     mac_pj: float
+    pe_idle_pj: float
     instructions: int
     macs: int
     array_macs: int
@@ -293,7 +294,8 @@ def trace_energy(counts: TraceCounts, hw: HardwareConfig) -> Energy:
                    reads=counts.reads, updates=counts.updates,
                    log_refills=np.zeros(template.num_levels))
     out = energy(template, acc, level_arrays(template, hw.to_params(), np),
-                 np.float64(counts.cycles))
+                 np.float64(counts.cycles), useful_macs=np.float64(counts.macs),
+                 array_pes=np.float64(hw.pe_rows * hw.pe_cols))
     return Energy(*(np.asarray(x, np.float64) for x in out))
 
 
@@ -446,8 +448,9 @@ def _simulated_layer(c: TraceCounts, hw: HardwareConfig, **labels: Any) -> Simul
         energy_pj_by_event=energy_by_event(hw.template_spec, en, lv, c.macs, c.cycles),
         cycles=c.cycles, energy_pj=float(en.energy_pj),
         level_pj=tuple(float(x) for x in en.level_pj), mac_pj=float(en.mac_pj),
-        instructions=c.instructions, macs=c.macs, array_macs=c.array_macs,
-        dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes, **labels)
+        pe_idle_pj=float(en.pe_idle_pj), instructions=c.instructions, macs=c.macs,
+        array_macs=c.array_macs, dram_read_bytes=c.dram_read_bytes,
+        dram_write_bytes=c.dram_write_bytes, **labels)
 
 
 def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: Design, *,

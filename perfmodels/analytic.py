@@ -116,6 +116,7 @@ class Metrics(NamedTuple):
     overflow: Any
     fanout_excess: Any
     mac_pj: Any             # the MACs' share of energy_pj (the MACs the model charges)
+    pe_idle_pj: Any = 0.0   # the PEs' idle share (the instruction-aware model's)
 
 
 def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingArrays,
@@ -125,12 +126,14 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
 
     `load_latency` charges every tile load the template's fixed ``latency_cycles`` and the
     pipeline's fill (`perfmodels.latency`), and every level its idle energy per cycle
-    (``static_pj_per_cycle``); off (the default) is the Timeloop-equivalent roofline that
+    (``static_pj_per_cycle``) and every PE its idle energy in the cycles it has no MAC; off (the
+    default) is the Timeloop-equivalent roofline that
     ``baco validate timeloop`` checks."""
     lv = level_arrays(template, hwp)
     acc: Accesses = accesses(template, layer, m)
     lat = latency(template, acc, m, lv, load_latency)
-    en = energy(template, acc, lv, lat.cycles if load_latency else None)
+    en = energy(template, acc, lv, lat.cycles if load_latency else None,
+                array_pes=hwp.pe_rows * hwp.pe_cols)
     groups = layer.groups
     cycles = lat.cycles * groups
     energy_pj = en.energy_pj * groups
@@ -152,7 +155,7 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
         level_accesses=en.level_accesses * groups, level_pj=en.level_pj * groups,
         fills=acc.fills * groups, reads=acc.reads * groups, updates=acc.updates * groups,
         footprint_kb=kb, capacity_kb=cap, overflow=over.sum(), fanout_excess=fan_excess.sum(),
-        mac_pj=en.mac_pj * groups,
+        mac_pj=en.mac_pj * groups, pe_idle_pj=en.pe_idle_pj * groups,
     )
 
 

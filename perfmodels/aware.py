@@ -335,14 +335,16 @@ def evaluate(template: Template, layer: LayerArrays, hwp: HwParams, m: MappingAr
                   min_port_cycles=moves)
     lat = lat._replace(cycles=jnp.maximum(lat.cycles, drain_cycles(
         template, hwp, m, acc_real, lat.level_cycles, lv.bandwidth_words[top])))
-    en = energy(template, acc, lv, lat.cycles)
+    en = energy(template, acc, lv, lat.cycles, useful_macs=acc_real.macs,
+                array_pes=hwp.pe_rows * hwp.pe_cols)
     groups = layer.groups
     cycles, energy_pj = lat.cycles * groups, en.energy_pj * groups
     return out._replace(
         cycles=cycles, energy_pj=energy_pj, edp=cycles * energy_pj,
         compute_cycles=lat.compute_cycles * groups, port_cycles=lat.port_cycles * groups,
         level_accesses=en.level_accesses * groups, level_pj=en.level_pj * groups,
-        reads=acc.reads * groups, updates=acc.updates * groups, mac_pj=en.mac_pj * groups)
+        reads=acc.reads * groups, updates=acc.updates * groups, mac_pj=en.mac_pj * groups,
+        pe_idle_pj=en.pe_idle_pj * groups)
 
 
 def infer_hw(template: Template, base: HwParams, layers: LayerArrays, maps: MappingArrays,

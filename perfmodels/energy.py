@@ -31,22 +31,37 @@ from workloads.errors import ConfigError
 class Energy(NamedTuple):
     energy_pj: Any          # per group
     level_pj: Any           # [level]
-    mac_pj: Any
+    mac_pj: Any             # the MACs charged: useful ones and those on padded operands
     level_accesses: Any     # [level] words
+    pe_idle_pj: Any = 0.0   # the PEs' cycles without a MAC while the array runs
 
 
-def energy(template: Template, acc: Accesses, lv: LevelArrays, cycles: Any = None) -> Energy:
+def energy(template: Template, acc: Accesses, lv: LevelArrays, cycles: Any = None,
+           useful_macs: Any = None, array_pes: Any = None) -> Energy:
     """Energy of the counted accesses and MACs; with `cycles` (the instruction-aware model and
     the simulated yardstick), each level's idle energy ``static_pj_per_cycle`` for as long as
-    the work runs, in that level's share."""
+    the work runs, in that level's share.
+
+    ``acc.macs`` are the MACs the array spends; of them, those beyond `useful_macs` (padded
+    array rows and columns) cost the template's padded-MAC energy (all useful when None).
+    With `cycles` and `array_pes`, every PE cycle of the run without a MAC costs the PE's idle
+    energy (``array_pes x cycles - acc.macs``)."""
     keeps = jnp.asarray(template.keeps_mask)
     per_level = (jnp.where(keeps, acc.reads + acc.updates + acc.fills, 0.0)).sum(-1)
     level_pj = per_level * lv.energy_pj
     if cycles is not None:
         level_pj = level_pj + cycles * lv.static_pj_per_cycle
-    mac_pj = acc.macs * lv.mac_energy_pj
-    return Energy(energy_pj=mac_pj + level_pj.sum(), level_pj=level_pj, mac_pj=mac_pj,
-                  level_accesses=per_level)
+    xp = jnp if any(isinstance(x, jax.Array) for x in (acc.macs, cycles, useful_macs)) else np
+    if useful_macs is None:
+        mac_pj = acc.macs * lv.mac_energy_pj
+    else:
+        useful = xp.minimum(useful_macs, acc.macs)
+        mac_pj = useful * lv.mac_energy_pj + (acc.macs - useful) * lv.mac_padded_energy_pj
+    idle_pj = 0.0
+    if cycles is not None and array_pes is not None:
+        idle_pj = xp.maximum(array_pes * cycles - acc.macs, 0.0) * lv.pe_idle_pj_per_cycle
+    return Energy(energy_pj=mac_pj + idle_pj + level_pj.sum(), level_pj=level_pj,
+                  mac_pj=mac_pj, level_accesses=per_level, pe_idle_pj=idle_pj)
 
 
 def idle_levels(template: Template) -> tuple[bool, ...]:
@@ -63,12 +78,23 @@ def idle_levels(template: Template) -> tuple[bool, ...]:
 
 def event_names(template: Template) -> tuple[str, ...]:
     """The event classes `energy_by_event` reports on `template`: ``mac_useful``,
-    ``mac_padded``, then per level (innermost first) its lowercased name (its accesses) and,
-    where the template gives one, ``<name>_idle`` (its idle energy)."""
-    names = ["mac_useful", "mac_padded"]
+    ``mac_padded``, ``pe_idle`` where the template gives a PE idle energy, then per level
+    (innermost first) its lowercased name (its accesses) and, where the template gives one,
+    ``<name>_idle`` (its idle energy)."""
+    names = ["mac_useful", "mac_padded"] + (["pe_idle"] if _pe_idles(template) else [])
     for level, idle in zip(template.levels, idle_levels(template)):
         names += [level.name.lower()] + ([f"{level.name.lower()}_idle"] if idle else [])
     return tuple(names)
+
+
+def _pe_idles(template: Template) -> bool:
+    expr = template.pe_idle_pj_per_cycle
+    if expr is None:
+        return False
+    try:
+        return float(expr.text) != 0.0
+    except ValueError:          # an expression of the hardware's parameters
+        return True
 
 
 def energy_by_event(template: Template, en: Energy, lv: LevelArrays, useful_macs: float,
@@ -77,17 +103,20 @@ def energy_by_event(template: Template, en: Energy, lv: LevelArrays, useful_macs
 
     ``mac_useful`` is `useful_macs` (the layer's own MACs) x the MAC energy and
     ``mac_padded`` the rest of ``en.mac_pj`` (the MACs charged beyond them: padded array rows
-    and columns, edge tiles); a rest within a part in a million of ``en.mac_pj``, the float32
-    models' rounding, is none. A level's idle energy is ``static_pj_per_cycle`` x
+    and columns, edge tiles, at the padded-MAC energy where the model counted them as such);
+    a rest within a part in a million of ``en.mac_pj``, the float32 models' rounding, is none.
+    ``pe_idle`` is ``en.pe_idle_pj``. A level's idle energy is ``static_pj_per_cycle`` x
     `cycles` (0 without `cycles`, as `energy` charges it) and its accesses the rest of its
     ``level_pj``. Totals of many layers: `perfmodels.score.network_energy_by_event`.
     """
     mac_pj = float(en.mac_pj)
-    useful_pj = float(useful_macs) * float(lv.mac_energy_pj)
+    useful_pj = min(float(useful_macs) * float(lv.mac_energy_pj), mac_pj)
     padded_pj = mac_pj - useful_pj
     if abs(padded_pj) <= 1e-6 * abs(mac_pj):
         padded_pj = 0.0
     out = {"mac_useful": useful_pj, "mac_padded": padded_pj}
+    if _pe_idles(template):
+        out["pe_idle"] = float(en.pe_idle_pj)
     level_pj = np.asarray(en.level_pj, np.float64)
     static = np.asarray(lv.static_pj_per_cycle, np.float64)
     for l, (level, idle) in enumerate(zip(template.levels, idle_levels(template))):

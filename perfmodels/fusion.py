@@ -560,7 +560,8 @@ def chain_parts(template: Any, hwp: Any, dims: Any, tiles: Any,
     out = energy(template, Accesses(macs=array_macs, tile_words=zeros, fills=fills,
                                     reads=reads, updates=updates,
                                     log_refills=jnp.zeros(template.num_levels)), lv,
-                 cycles if load_latency else None)
+                 cycles if load_latency else None, useful_macs=b * m * l_ * (k + n),
+                 array_pes=d * d)
     return cycles, out, dram
 
 

@@ -81,7 +81,7 @@ def metrics_by_event(design: Design, metrics: Any, useful_macs: Sequence[float],
     out = []
     for b, useful in enumerate(useful_macs):
         en = Energy(metrics.energy_pj[b], metrics.level_pj[b], metrics.mac_pj[b],
-                    metrics.level_accesses[b])
+                    metrics.level_accesses[b], metrics.pe_idle_pj[b])
         out.append(energy_by_event(template, en, lv, useful,
                                    metrics.cycles[b] if timed else None))
     return out

@@ -52,7 +52,7 @@ BACO_LAYERS = (
     # scoring and judging designs, the DSL
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
      "program_validation", "rtl_validation", "objective", "rounding_factors",
-     "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score"},
+     "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score", "verdict"},
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
      "codesign_sim", "codesign_state"},  # BACO's search loop

@@ -86,7 +86,8 @@ def test_dram_energy_follows_the_lowering_bytes(scored):
                     epilogue=split_epilogue(layer.epilogue)[0])
         assert sim.dram_read_bytes == low.stats.dram_read_bytes > 0
         assert sim.dram_write_bytes == low.stats.dram_write_bytes > 0
-        assert sim.energy_pj == pytest.approx(sum(sim.level_pj) + sim.mac_pj, rel=1e-6)
+        assert sim.energy_pj == pytest.approx(sum(sim.level_pj) + sim.mac_pj + sim.pe_idle_pj,
+                                              rel=1e-6)
     # An int8-only program (no bias, no partial sums): one DRAM word per byte moved, padded
     # channels not moved (4 of the 8 columns and rows used).
     layer = Layer.gemm(M=16, K_red=12, N_out=12, epilogue=("relu",))
@@ -302,13 +303,16 @@ def test_every_yardstick_splits_its_energy_by_event(scored):
         stick = y[name]
         _assert_events_sum(stick, HW.template_spec)
         events = stick.energy_pj_by_event
-        assert set(events) == {"mac_useful", "mac_padded", "registers", "accumulator",
-                               "scratchpad", "dram", "dram_idle"}
+        assert set(events) == {"mac_useful", "mac_padded", "pe_idle", "registers",
+                               "accumulator", "accumulator_idle", "scratchpad",
+                               "scratchpad_idle", "dram", "dram_idle"}
         assert events["mac_useful"] == pytest.approx(useful, rel=1e-12)
         assert all(v >= 0 for v in events.values()), (name, events)
         assert y.to_dict()[name]["energy_pj_by_event"] == events
-    assert y.plain.energy_pj_by_event["dram_idle"] == 0.0       # the plain model has none
-    assert y.simulated.energy_pj_by_event["dram_idle"] > 0
+    for idle in ("dram_idle", "scratchpad_idle", "accumulator_idle", "pe_idle"):
+        assert y.plain.energy_pj_by_event[idle] == 0.0       # the plain model has none
+        assert y.simulated.energy_pj_by_event[idle] > 0
+        assert y.instruction_aware.energy_pj_by_event[idle] > 0
     for row in y.layers:
         assert math.fsum(row.energy_pj_by_event.values()) == pytest.approx(row.energy_pj,
                                                                            rel=1e-6)
@@ -319,8 +323,8 @@ def test_every_yardstick_splits_its_energy_by_event(scored):
 
 
 def test_mac_padded_is_what_the_array_spends_beyond_the_layer():
-    """On a 16x16 array, a C=3 conv leaves rows idle (``mac_padded`` > 0); a 16x16x16 GEMM
-    fills it exactly (``mac_padded`` 0)."""
+    """On a 16x16 array, a C=3 conv leaves rows idle (``mac_padded`` > 0, each at the
+    template's padded-MAC energy); a 16x16x16 GEMM fills it exactly (``mac_padded`` 0)."""
     hw = HardwareConfig(pe_rows=16, pe_cols=16, sp_kb=64, acc_kb=32, name="sixteen")
     lv = level_arrays(hw.template_spec, hw.to_params(), np)
     conv = Layer.conv2d(R=3, S=3, P=8, Q=8, C=3, K=16, pads=(1, 1, 1, 1), name="rgb")
@@ -332,9 +336,12 @@ def test_mac_padded_is_what_the_array_spends_beyond_the_layer():
     stick, (rgb, full) = ys.simulate_design([conv, gemm], [2, 1], design_of(hw, maps),
                                             cache=ys.SimCache())
     assert rgb.array_macs > rgb.macs and full.array_macs == full.macs
-    e = float(lv.mac_energy_pj)
+    e = float(lv.mac_padded_energy_pj)
+    assert 0.0 < e < float(lv.mac_energy_pj)
     assert rgb.energy_pj_by_event["mac_padded"] == pytest.approx(
-        (rgb.array_macs - rgb.macs) * e, rel=1e-12)
+        (rgb.array_macs - rgb.macs) * e, rel=1e-6)
+    assert rgb.energy_pj_by_event["mac_useful"] == pytest.approx(
+        rgb.macs * float(lv.mac_energy_pj), rel=1e-6)
     assert full.energy_pj_by_event["mac_padded"] == 0.0
     assert stick.energy_pj_by_event["mac_padded"] == pytest.approx(
         2 * rgb.energy_pj_by_event["mac_padded"], rel=1e-12)

@@ -160,8 +160,13 @@ def test_timeloop_validation_stays_exact():
     with_term = exact_batch(layers, hws, maps, check=False, load_latency=True)
     assert np.all(with_term.cycles >= plain.cycles * (1 - 1e-6))
     assert summarize(rows, with_term)["cycles_mean_abs_rel_err"] > 1e-3
-    # energy: the same accesses, plus the DRAM interface's idle energy over the cycles
-    idle = np.array([float(level_arrays(h.template_spec, h.to_params(), np)
-                           .static_pj_per_cycle.sum()) for h in hws])
-    np.testing.assert_allclose(with_term.energy_pj, plain.energy_pj + idle * with_term.cycles,
-                               rtol=1e-5)
+    # energy: the same accesses, plus the levels' idle energy over the cycles and the PEs'
+    # in the cycles they have no MAC
+    lvs = [level_arrays(h.template_spec, h.to_params(), np) for h in hws]
+    idle = np.array([float(lv.static_pj_per_cycle.sum()) for lv in lvs])
+    pes = np.array([h.pe_rows * h.pe_cols for h in hws], np.float64)
+    pe_idle = (np.maximum(pes * with_term.cycles - with_term.macs, 0.0)
+               * np.array([float(lv.pe_idle_pj_per_cycle) for lv in lvs]))
+    np.testing.assert_allclose(with_term.pe_idle_pj, pe_idle, rtol=1e-4)
+    np.testing.assert_allclose(with_term.energy_pj,
+                               plain.energy_pj + idle * with_term.cycles + pe_idle, rtol=1e-5)
