@@ -48,6 +48,8 @@ HW_FIELDS = ("pe_rows", "pe_cols", "sp_kb", "acc_kb", "dram_bw_words", "input_bi
              "weight_bits", "acc_bits", "clock_mhz")
 DERIVED_NAMES = ("n_pe", "dma_bus_bytes", "dma_inflight")
 TIMING_NAMES = tuple(gemmini_timing.TEMPLATE_NAMES)   # the simulator's figures, by its names
+BUILD_RULES = ("gemmini",)
+"""Generators whose rules a template may name in its ``buildable`` field (`accel.buildable`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +157,7 @@ class Template:
     gelu_area_mm2: Expr | None = None   # the optional I-GELU unit on the mvout path; None: none
     norm_area_mm2: Expr | None = None   # the optional normalizer (softmax); None: none
     instructions: tuple[tuple[str, InstructionCost], ...] = ()   # what each kind costs
+    buildable: str | None = None   # the generator's rules (`accel.buildable`); None: none
 
     def instruction(self, kind: str) -> InstructionCost | None:
         """The cost of one instruction of `kind` (`InstructionCost.KINDS`), None if unknown."""
@@ -177,7 +180,8 @@ class Template:
             raise ConfigError(f"{where}: expected a mapping at the top level, got "
                               f"{type(data).__name__}")
         check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
-                          "onchip_path", "igelu_unit", "normalizer", "instructions"}, where)
+                          "onchip_path", "igelu_unit", "normalizer", "instructions",
+                          "buildable"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -189,6 +193,10 @@ class Template:
             raise ConfigError(f"{where}: mac must be {{energy_pj: .., area_mm2: ..}}")
         check_keys(mac, {"energy_pj", "area_mm2"}, f"{where}: mac")
         units = _units_from_dict(data, where, allowed)
+        rules = data.get("buildable")
+        if rules is not None and rules not in BUILD_RULES:
+            raise ConfigError(f"{where}: buildable must be one of {list(BUILD_RULES)} (the "
+                              f"generator whose rules the hardware follows), got {rules!r}")
         return cls(
             name=str(data["name"]),
             levels=tuple(levels),
@@ -204,6 +212,7 @@ class Template:
             norm_area_mm2=units.get("normalizer"),
             instructions=InstructionCost.table_from_dict(
                 data.get("instructions"), f"{where}: instructions", allowed),
+            buildable=rules,
         )
 
     # ------------------------------------------------------------------ static structure
@@ -375,6 +384,7 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
 
 
 __all__ = [
+    "BUILD_RULES",
     "DERIVED_NAMES",
     "HW_FIELDS",
     "TEMPLATE_DIR",
