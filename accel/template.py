@@ -48,6 +48,8 @@ HW_FIELDS = ("pe_rows", "pe_cols", "sp_kb", "acc_kb", "dram_bw_words", "input_bi
              "weight_bits", "acc_bits", "clock_mhz")
 DERIVED_NAMES = ("n_pe", "dma_bus_bytes", "dma_inflight")
 TIMING_NAMES = tuple(gemmini_timing.TEMPLATE_NAMES)   # the simulator's figures, by its names
+BUILD_RULES = ("gemmini",)
+"""Generators whose rules a template may name in its ``buildable`` field (`accel.buildable`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +161,7 @@ class Template:
     # template without them charges a padded MAC as a useful one and an idle PE nothing.
     mac_padded_energy_pj: Expr | None = None
     pe_idle_pj_per_cycle: Expr | None = None
+    buildable: str | None = None   # the generator's rules (`accel.buildable`); None: none
 
     def instruction(self, kind: str) -> InstructionCost | None:
         """The cost of one instruction of `kind` (`InstructionCost.KINDS`), None if unknown."""
@@ -181,7 +184,8 @@ class Template:
             raise ConfigError(f"{where}: expected a mapping at the top level, got "
                               f"{type(data).__name__}")
         check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
-                          "onchip_path", "igelu_unit", "normalizer", "instructions"}, where)
+                          "onchip_path", "igelu_unit", "normalizer", "instructions",
+                          "buildable"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -194,6 +198,10 @@ class Template:
         check_keys(mac, {"energy_pj", "padded_energy_pj", "idle_pj_per_cycle", "area_mm2"},
                    f"{where}: mac")
         units = _units_from_dict(data, where, allowed)
+        rules = data.get("buildable")
+        if rules is not None and rules not in BUILD_RULES:
+            raise ConfigError(f"{where}: buildable must be one of {list(BUILD_RULES)} (the "
+                              f"generator whose rules the hardware follows), got {rules!r}")
         return cls(
             name=str(data["name"]),
             levels=tuple(levels),
@@ -213,6 +221,7 @@ class Template:
                                                 allowed),
             pe_idle_pj_per_cycle=_optional_expr(mac, "idle_pj_per_cycle", f"{where}: mac",
                                                 allowed),
+            buildable=rules,
         )
 
     # ------------------------------------------------------------------ static structure
@@ -389,6 +398,7 @@ def hw_env(template: Template, hwp: HwParams, xp: Any = jnp) -> dict[str, Any]:
 
 
 __all__ = [
+    "BUILD_RULES",
     "DERIVED_NAMES",
     "HW_FIELDS",
     "TEMPLATE_DIR",

@@ -86,11 +86,13 @@ class CodesignConfig:
     (DOSA's min_hw, smooth during descent), ``free`` descends on PE dims, buffer sizes and the
     DRAM bandwidth too (the tiles grow the array and buffers they outgrow), ``fixed`` keeps the
     experiment's hardware. Rounded designs have PE dims <= ``max_pe_dim`` and buffers in
-    ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb`` if set. In ``free`` mode the
-    DRAM bandwidth is a power of two words per cycle up to ``max_dram_bw_words`` (its cost:
-    the template's DRAM interface area and idle energy): starts take the experiment's
-    hardware's, and descent and refinement move it; the other modes keep the experiment's
-    hardware's.
+    ``sram_step_kb`` steps, within ``max_sp_kb``/``max_acc_kb`` if set; on a template with a
+    generator's rules (``buildable: gemmini``) the array and buffers snap instead to the next
+    sizes that generator builds (`accel.buildable`), and ``sram_step_kb`` is unused. In
+    ``free`` mode the DRAM bandwidth is a power of two words per cycle up to
+    ``max_dram_bw_words`` (its cost: the template's DRAM interface area and idle energy):
+    starts take the experiment's hardware's, and descent and refinement move it; the other
+    modes keep the experiment's hardware's.
 
     Refinement: the last ``refine_fraction`` of the budget explores ``refine_moves`` exact
     neighbours per layer and round around the best design, on the layers the importance
@@ -109,8 +111,9 @@ class CodesignConfig:
     Area budget (``area_budget_mm2``, mm2 by the template's area model; null: none): the
     relaxed objective adds ``penalty * relu(log(area / budget))`` of the (inferred or free)
     hardware, and a rounded design over the budget is rejected (never the best). Checked when
-    the config is loaded: it must be at least the template's smallest design (1x1 PEs,
-    ``sram_step_kb`` buffers; in ``fixed`` mode, the fixed hardware's area).
+    the config is loaded: it must be at least the template's smallest design
+    (`accel.buildable.smallest_buildable`: on Gemmini the smallest its generator builds, else
+    1x1 PEs and ``sram_step_kb`` buffers; in ``fixed`` mode, the fixed hardware's area).
 
     Predictor: ``analytic`` scores latency with the analytical model; ``hybrid`` multiplies
     its cycles by the learned residual of the surrogate at ``model`` (a folder from `baco

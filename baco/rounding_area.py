@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accel.arch import HardwareConfig, level_arrays, unit_area_mm2
+from accel.buildable import buildable_below_kb, buildable_dim_below, has_rules
 from baco.rounding_hardware import infer_hardware
 from baco.rounding_repair import narrow, repair
 from perfmodels.energy import config_area_mm2
@@ -52,6 +53,7 @@ def fit_budget(r: Rounder, temporal: np.ndarray, spatial: np.ndarray, stages: np
     the budget if nothing could be cut; `Rounder.score` then rejects it)."""
     budget = r.area_budget_mm2
     step = r.sram_step_kb
+    rules = has_rules(hw)
     last = math.inf
     for _ in range(256):
         area = area_mm2(hw, r.gelu_on_chip)
@@ -69,14 +71,25 @@ def fit_budget(r: Rounder, temporal: np.ndarray, spatial: np.ndarray, stages: np
                 per_pe = term / (hw.pe_rows * hw.pe_cols)
                 room = max(term - excess, per_pe)
                 new = int(min(dim - 1, max(1, math.floor(math.sqrt(room / per_pe)))))
+                if rules:     # a narrower array the generator builds, or none
+                    new = buildable_dim_below(new)
+                    if new >= dim:
+                        continue
                 narrow(r.pe_axes, temporal, spatial, new)
             else:
                 current = float(getattr(hw, field))
-                if current <= step * (1 + 1e-9):
-                    continue
                 per_kb = term / current
-                target = max(step, math.floor((current - excess / per_kb) / step) * step)
-                target = min(target, current - step)
+                if rules:     # the buildable size that leaves room, at most the one below
+                    below = buildable_below_kb(hw, field, min(current - excess / per_kb,
+                                                              current * (1 - 1e-6)))
+                    if below is None:
+                        continue
+                    target = below
+                else:
+                    if current <= step * (1 + 1e-9):
+                        continue
+                    target = max(step, math.floor((current - excess / per_kb) / step) * step)
+                    target = min(target, current - step)
                 try:
                     repair(r, temporal, spatial, stages, hw, limits={field: target})
                 except InfeasibleError:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,13 @@ import jax
 import numpy as np
 
 from accel.arch import HardwareConfig, level_arrays
+from accel.buildable import (
+    buildable_below_kb,
+    buildable_hardware,
+    grown_hardware,
+    has_rules,
+    smallest_buildable,
+)
 from accel.design import Design
 from accel.mapping import footprint_kb as mapping_footprint_kb
 from accel.mapping import tile_words
@@ -55,16 +61,43 @@ def limit_fields(r: Rounder, pe: int, limits: dict[str, float] | None = None
         fields[key] = _BIG_KB if value is None else float(value)
         if limits and key in limits:
             fields[key] = min(fields[key], float(limits[key]))
+    if has_rules(r.base_hw):
+        _buildable_limits(r, pe, fields)
     return fields
+
+
+def _buildable_limits(r: Rounder, pe: int, fields: dict[str, float]) -> None:
+    """Bounds (in place) that rounding's snap up to buildable sizes keeps: each the largest
+    buildable size within it, the accumulator also no more DIM x DIM tiles than the bounded
+    scratchpad holds less two (`accel.buildable`: USABLE_SP_TILES >= TOTAL_ACC_TILES)."""
+    hw = buildable_hardware(r.base_hw, pe_rows=pe, pe_cols=pe)
+
+    def floor(key: str) -> None:
+        if fields[key] < _BIG_KB:
+            below = buildable_below_kb(hw, key, fields[key])
+            fields[key] = fields[key] if below is None else below
+
+    floor("sp_kb")
+    if fields["sp_kb"] < _BIG_KB:
+        dim = hw.pe_rows
+        sp_tiles = fields["sp_kb"] * 1024 * 8 / (dim * dim * hw.input_bits)
+        acc_kb = (sp_tiles - 2) * dim * dim * hw.acc_bits / 8 / 1024
+        if acc_kb > 0:
+            fields["acc_kb"] = min(fields["acc_kb"], acc_kb)
+    floor("acc_kb")
 
 
 def check_bounds(r: Rounder) -> None:
     """Refuse bounds that even the smallest tile (every loop at DRAM) cannot meet."""
+    least = smallest_buildable(r.base_hw, r.sram_step_kb)
     for key, value in r.max_kb.items():
-        if value is not None and value < r.sram_step_kb:
+        if value is not None and value < getattr(least, key) * (1 - 1e-9):
             raise InfeasibleError(
-                f"codesign.max_{key}: {value:g} KB is below one SRAM step "
-                f"(codesign.sram_step_kb = {r.sram_step_kb:g} KB); raise it")
+                f"codesign.max_{key}: {value:g} KB is below the smallest buffer rounding "
+                f"gives ({getattr(least, key):g} KB: "
+                + ("the smallest Gemmini's generator builds)" if has_rules(r.base_hw) else
+                   f"one SRAM step, codesign.sram_step_kb = {r.sram_step_kb:g} KB)")
+                + "; raise it")
     if r.hw_mode == "fixed":
         caps = capacity_kb(r, {})
         where = f"the fixed hardware ({r.base_hw.name or 'hardware'})"
@@ -118,14 +151,45 @@ def infer_hardware(r: Rounder, temporal: np.ndarray, spatial: np.ndarray, stages
         stages=stages.astype(np.float32))
     hwp = jax.tree_util.tree_map(np.asarray, _infer_many(
         r.template, r.base_hw.to_params(), r.packed, maps, r.aware))
-    return [relax.rounded_up_hardware(r.base_hw, hwp.pe_rows[p], hwp.pe_cols[p], hwp.sp_kb[p],
-                                      hwp.acc_kb[p], r.sram_step_kb,
-                                      dram_bw_words=float(dram_bw_words[p]), name="baco")
-            for p in range(points)]
+    hws = [relax.rounded_up_hardware(r.base_hw, hwp.pe_rows[p], hwp.pe_cols[p], hwp.sp_kb[p],
+                                     hwp.acc_kb[p], r.sram_step_kb,
+                                     dram_bw_words=float(dram_bw_words[p]), name="baco")
+           for p in range(points)]
+    if has_rules(r.base_hw):
+        hws = [_hold_padded(r, hw, temporal[p], spatial[p], stages[p])
+               for p, hw in enumerate(hws)]
+    return hws
+
+
+def _hold_padded(r: Rounder, hw: HardwareConfig, temporal: np.ndarray, spatial: np.ndarray,
+                 stages: np.ndarray) -> HardwareConfig:
+    """`hw` (its array snapped up to a buildable DIM) with its buffers grown to hold the tiles
+    on that array (per-column accumulators, tiles padded to DIM if aware), which the sizes
+    inferred for the array before the snap may not."""
+    fanout = level_arrays(r.template, hw.to_params(), np).fanout
+    need = np.max([footprint_kb(r, b, temporal[b], spatial[b], stages[b], fanout)
+                   for b in range(len(r.layers))], axis=0)
+    return grown_hardware(hw, r.sram_step_kb, **_fields_kb(r, hw, need))
+
+
+def _fields_kb(r: Rounder, hw: HardwareConfig, need: np.ndarray,
+               caps: np.ndarray | None = None) -> dict[str, float]:
+    """The ``sp_kb``/``acc_kb`` values whose levels hold `need` KiB per instance (levels
+    sized by one field each) on `hw`'s array; with `caps`, only of levels it overflows."""
+    fields: dict[str, float] = {}
+    for l, lv in enumerate(r.template.levels[:-1]):
+        names = [f for f in ("sp_kb", "acc_kb") if lv.capacity_kb is not None
+                 and f in lv.capacity_kb.names]
+        if len(names) != 1 or (caps is not None and need[l] <= caps[l] * (1 + 1e-6)):
+            continue
+        unit = capacity_kb(r, {"pe_rows": hw.pe_rows, "pe_cols": hw.pe_cols, names[0]: 1.0})[l]
+        fields[names[0]] = max(fields.get(names[0], 0.0), need[l] / unit)
+    return fields
 
 
 def realize(r: Rounder, design: Design) -> Design:
-    """`design` as DIM x DIM instructions run it (`baco.rounding.Rounder.realize`)."""
+    """`design` as DIM x DIM instructions run it (`baco.rounding.Rounder.realize`), buffers
+    grown to hold the padded tiles (`accel.buildable.grown_hardware`)."""
     if not r.aware:
         raise ConfigError("rounding: realize needs an instruction-aware Rounder")
     hw = design.hw
@@ -137,18 +201,6 @@ def realize(r: Rounder, design: Design) -> Design:
                    for b in range(len(r.layers))], axis=0)
     caps = capacity_kb(r, {f: getattr(hw, f) for f in ("pe_rows", "pe_cols", "sp_kb",
                                                        "acc_kb")})
-    fields: dict[str, float] = {}
-    for l, lv in enumerate(r.template.levels[:-1]):
-        names = [f for f in ("sp_kb", "acc_kb") if lv.capacity_kb is not None
-                 and f in lv.capacity_kb.names]
-        if len(names) != 1 or need[l] <= caps[l] * (1 + 1e-6):
-            continue
-        field = names[0]
-        unit = capacity_kb(r, {"pe_rows": hw.pe_rows, "pe_cols": hw.pe_cols, field: 1.0})[l]
-        step = r.sram_step_kb
-        value = max(step, math.ceil(need[l] / unit / step - 1e-6) * step)
-        fields[field] = max(fields.get(field, getattr(hw, field)), value)
-    if fields:
-        hw = dataclasses.replace(hw, **fields)
+    hw = grown_hardware(hw, r.sram_step_kb, **_fields_kb(r, hw, need, caps))
     return Design(hw=hw, temporal=temporal, spatial=spatial, order=design.order.copy(),
                   stages=design.stages.copy())

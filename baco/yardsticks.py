@@ -28,7 +28,8 @@ realization of them (which widens spatial factors or shrinks tiles: another prog
 traces run on the design's PE array. The lowering stores every tile in DIM-wide rows
 (padded channels included) and double-buffers as the mapping's stages say, which may need
 more rows than the design's scratchpad or accumulator has (a design from a search that did
-not count padding). Then the buffer is grown, in ``sram_step_kb`` steps, to the largest
+not count padding). Then the buffer is grown, to the next size the generator builds
+(`accel.buildable`; in ``sram_step_kb`` steps on a template without its rules), to the largest
 number of rows any layer's program allocates (`Allocation.sp_rows_used` /
 ``acc_rows_used``), like the instruction-aware scorer grows buffers for padded tiles: the
 simulated figures are those of the hardware that can actually hold the lowered programs.
@@ -36,7 +37,8 @@ simulated figures are those of the hardware that can actually hold the lowered p
 more PEs than it has, is an error naming the layer.)
 Buffer sizes do not change cycles in the timing model; they set the energy per access of the
 scratchpad and accumulator and the area. ``simulated.hardware`` names that hardware and
-``simulated.grown`` says whether it differs from the design's.
+``simulated.grown`` says whether it differs from the design's (on Gemmini also when the
+design's own sizes were not buildable and were snapped up, the same for every contestant).
 
 **Cache.** Simulating is the slow part, so each (layer, fused epilogue, mapping, design
 hardware, timing table) is simulated once per process (`SimCache`; `Layer` equality ignores
@@ -70,7 +72,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
@@ -79,7 +80,9 @@ import jax
 import numpy as np
 
 from accel.arch import HardwareConfig, level_arrays, unit_area_mm2
+from accel.buildable import grown_hardware
 from accel.design import Design
+from accel.isa import IsaParams
 from accel.lower import Allocation, Lowered, gelu_on_chip, lower, padded_layer, split_epilogue
 from accel.mapping import Mapping
 from accel.sim import (
@@ -325,19 +328,20 @@ def _roomy(hw: HardwareConfig) -> HardwareConfig:
 
 def _grown(hw: HardwareConfig, sp_rows: int, acc_rows: int, step_kb: float
            ) -> HardwareConfig:
-    """`hw` with the scratchpad / accumulator grown, in `step_kb` steps, to hold the rows."""
+    """`hw` with the scratchpad / accumulator grown to hold the rows: to the next sizes the
+    generator builds (`accel.buildable.grown_hardware`; on Gemmini also an unbuildable `hw`
+    snapped up), or in `step_kb` steps on a template without rules."""
     dim = int(hw.pe_rows)
-    fields = {}
+    need = {}
     for field, rows, bits in (("sp_kb", sp_rows, hw.input_bits), ("acc_kb", acc_rows,
                                                                    hw.acc_bits)):
-        row_kb = dim * max(1, int(bits) // 8) / 1024.0
-        if rows * row_kb <= getattr(hw, field) * (1 + 1e-9):
-            continue
-        kb = max(step_kb, math.ceil(rows * row_kb / step_kb - 1e-9) * step_kb)
-        while int(kb * 1024) // int(row_kb * 1024) < rows:  # floor in IsaParams
-            kb += step_kb
-        fields[field] = kb
-    return dataclasses.replace(hw, **fields) if fields else hw
+        row_bytes = dim * max(1, int(bits) // 8)
+        need[field] = rows * row_bytes / 1024.0
+    out = grown_hardware(hw, step_kb, **need)
+    for field, rows in (("sp_kb", sp_rows), ("acc_kb", acc_rows)):
+        while IsaParams.from_hardware(out).rows_of(field[:-3]) < rows:   # floor in IsaParams
+            out = grown_hardware(out, step_kb, **{field: getattr(out, field) + step_kb})
+    return out
 
 
 def _layer_label(index: int, layer: Layer) -> str:

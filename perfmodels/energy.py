@@ -14,7 +14,6 @@ accesses and idle time), the one split every yardstick reports.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Any, NamedTuple
@@ -24,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import HardwareConfig, HwParams, LevelArrays, Template, level_arrays
+from accel.buildable import smallest_buildable
 from perfmodels.accesses import Accesses
 from workloads.errors import ConfigError
 
@@ -160,11 +160,11 @@ def _areas(template: Template, base: HwParams, rows: Any, cols: Any, sp: Any, ac
 
 
 def smallest_area_mm2(hw: HardwareConfig, sram_step_kb: float = 1.0) -> float:
-    """The smallest area a search of `hw`'s template may reach: a 1 x 1 PE array and every
-    sized buffer at one SRAM step (``sram_step_kb``, the least rounding gives a buffer)."""
-    small = dataclasses.replace(hw, pe_rows=1, pe_cols=1, sp_kb=float(sram_step_kb),
-                                acc_kb=float(sram_step_kb))
-    return config_area_mm2(small)
+    """The smallest area a search of `hw`'s template may reach: its smallest buildable design
+    (`accel.buildable.smallest_buildable`: on Gemmini a 2 x 2 array and the least buffers its
+    generator builds; elsewhere a 1 x 1 array and every sized buffer at one ``sram_step_kb``,
+    the least rounding gives a buffer)."""
+    return config_area_mm2(smallest_buildable(hw, sram_step_kb))
 
 
 def area_excess(template: Template, hwp: HwParams, area_budget_mm2: Any) -> Any:
@@ -184,6 +184,7 @@ def check_area_budget(area_budget_mm2: float | None, hw: HardwareConfig,
     if area_budget_mm2 is None:
         return
     smallest = smallest_area_mm2(hw, sram_step_kb)
+    least = smallest_buildable(hw, sram_step_kb)
     value = area_budget_mm2
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value <= 0:
@@ -191,8 +192,9 @@ def check_area_budget(area_budget_mm2: float | None, hw: HardwareConfig,
                           f"area on template {hw.template!r} is {smallest:.4g} mm2), got {value!r}")
     if value < smallest * (1 - 1e-6):
         raise ConfigError(f"{field} = {value:g} mm2 is below the smallest feasible area "
-                          f"{smallest:.4g} mm2 (template {hw.template!r}: a 1x1 PE array and "
-                          f"{sram_step_kb:g} KiB buffers); raise it")
+                          f"{smallest:.4g} mm2 (template {hw.template!r}: a "
+                          f"{least.pe_rows}x{least.pe_cols} PE array, {least.sp_kb:g} and "
+                          f"{least.acc_kb:g} KiB buffers); raise it")
     if fixed:
         own = config_area_mm2(hw)
         if value < own * (1 - 1e-6):

@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, HwParams, Template, hw_env, tensor_bits
+from accel.buildable import buildable_hardware
 from accel.mapping import Mapping, footprint_kb, tile_words
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
 from perfmodels.analytic import Metrics, fast_jit, pack_layer
@@ -474,13 +475,13 @@ def rounded_up_hardware(hw: HardwareConfig, pe_rows: float, pe_cols: float, sp_k
                         acc_kb: float, sram_step_kb: float = 1.0, **fields: Any
                         ) -> HardwareConfig:
     """`hw` with the smallest buildable sizes that hold inferred (continuous) ones: PE dims
-    rounded up, buffers up to whole `sram_step_kb` steps; `fields` replace others."""
-    def kb(x: float) -> float:
-        return float(max(sram_step_kb, math.ceil(float(x) / sram_step_kb - 1e-6) * sram_step_kb))
-
-    return dataclasses.replace(hw, pe_rows=max(1, math.ceil(float(pe_rows) - 1e-4)),
-                               pe_cols=max(1, math.ceil(float(pe_cols) - 1e-4)),
-                               sp_kb=kb(sp_kb), acc_kb=kb(acc_kb), **fields)
+    rounded up, then `accel.buildable.buildable_hardware` (Gemmini: the next sizes its
+    generator builds; other templates: buffers up to whole `sram_step_kb` steps); `fields`
+    replace others."""
+    return buildable_hardware(hw, sram_step_kb, pe_rows=max(1, math.ceil(float(pe_rows) - 1e-4)),
+                              pe_cols=max(1, math.ceil(float(pe_cols) - 1e-4)),
+                              sp_kb=max(float(sp_kb), 1e-9), acc_kb=max(float(acc_kb), 1e-9),
+                              **fields)
 
 
 def min_hw(hw: HardwareConfig, layers: Sequence[Layer], mappings: Sequence[Mapping]

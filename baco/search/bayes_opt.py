@@ -52,6 +52,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from threadpoolctl import threadpool_limits
 
 from accel.arch import HardwareConfig
+from accel.buildable import buildable_hardware, buildable_sizes
 from baco.errors import ConfigError, InfeasibleError
 from baco.result import CodesignResult
 from baco.search._space import (
@@ -253,9 +254,10 @@ def _grid_lcb_top(ranker: LcbRanker, pe: Sequence[int], kb: Sequence[int], k: in
 
 
 def _gemmini(config: tuple[int, int, int], name: str) -> HardwareConfig:
+    """A grid point as the hardware Gemmini's generator builds for it (the next sizes up)."""
     pe, sp, acc = config
-    return HardwareConfig(template="gemmini", pe_rows=pe, pe_cols=pe, sp_kb=float(sp),
-                          acc_kb=float(acc), name=name)
+    return buildable_hardware(HardwareConfig(template="gemmini", pe_rows=pe, pe_cols=pe,
+                                             sp_kb=float(sp), acc_kb=float(acc), name=name))
 
 
 def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: float = 1.0,
@@ -309,7 +311,8 @@ def _within_budget(pe: Sequence[int], kb: Sequence[int], area_budget_mm2: float 
         return None
     pe_g, sp_g, acc_g = np.meshgrid(np.asarray(pe, np.float64), np.asarray(kb, np.float64),
                                     np.asarray(kb, np.float64), indexing="ij")
-    area = areas_mm2(HardwareConfig(template="gemmini"), pe_g, pe_g, sp_g, acc_g)
+    dim_g, sp_g, acc_g = buildable_sizes(pe_g, sp_g, acc_g)   # the hardware `_gemmini` builds
+    area = areas_mm2(HardwareConfig(template="gemmini"), dim_g, dim_g, sp_g, acc_g)
     allowed = area <= area_budget_mm2
     if not allowed.any():
         raise InfeasibleError(f"bo: no configuration of the hardware grid is within "

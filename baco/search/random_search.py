@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.buildable import buildable_hardware
 from baco.errors import ConfigError, InfeasibleError
 from baco.result import CodesignResult
 from baco.search._space import (
@@ -50,15 +51,16 @@ def random_gemmini_hardware(rng: np.random.Generator, index: int = 0,
                             pe_exponents: tuple[int, int] = (1, 8),
                             kb_exponents: tuple[int, int] = (0, 12)) -> HardwareConfig:
     """DOSA's ``gen_random_hw_config``: square array of ``2**randrange(*pe_exponents)`` PEs a
-    side, scratchpad and accumulator of ``2**randrange(*kb_exponents)`` KiB each.
+    side, scratchpad and accumulator of ``2**randrange(*kb_exponents)`` KiB each, snapped up
+    to the sizes Gemmini's generator builds (`accel.buildable.buildable_hardware`).
 
     >>> hw = random_gemmini_hardware(np.random.default_rng(0))
     >>> hw.pe_rows in (2, 4, 8, 16, 32, 64, 128), hw.template
     (True, 'gemmini')
     """
     pe, sp_kb, acc_kb = draw_array_and_buffers(rng, pe_exponents, kb_exponents)
-    return HardwareConfig(template="gemmini", pe_rows=pe, pe_cols=pe, sp_kb=sp_kb,
-                          acc_kb=acc_kb, name=f"random-{index}")
+    return buildable_hardware(HardwareConfig(template="gemmini", pe_rows=pe, pe_cols=pe,
+                                             sp_kb=sp_kb, acc_kb=acc_kb, name=f"random-{index}"))
 
 
 def random_search(network: Network | str, *, budget_samples: int, seed: int,
@@ -92,9 +94,9 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
                           f"got {mappings_per_hw!r}")
     area_budget = budget_check(area_budget_mm2, "random")
     if area_budget is not None:
-        smallest = HardwareConfig(template="gemmini", pe_rows=2 ** pe_exponents[0],
-                                  pe_cols=2 ** pe_exponents[0], sp_kb=2.0 ** kb_exponents[0],
-                                  acc_kb=2.0 ** kb_exponents[0])
+        smallest = buildable_hardware(HardwareConfig(
+            template="gemmini", pe_rows=2 ** pe_exponents[0], pe_cols=2 ** pe_exponents[0],
+            sp_kb=2.0 ** kb_exponents[0], acc_kb=2.0 ** kb_exponents[0]))
         if config_area_mm2(smallest) > area_budget:
             raise InfeasibleError(
                 f"random: no hardware the draw allows is within area_budget_mm2 = "

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.buildable import buildable_hardware, has_rules, smallest_buildable
 from accel.design import design_of
 from accel.mapping import Mapping
 from baco.rounding import Rounder
@@ -37,16 +38,19 @@ def random_hardware(rng: np.random.Generator, base: HardwareConfig, max_pe_dim: 
                     max_sp_kb: float | None, max_acc_kb: float | None) -> HardwareConfig:
     """DOSA's ``gen_random_hw_config`` within the bounds: PE dim 2^U{1..7}, buffers
     2^U{0..11} KiB (seed 001 §6.6.1: random hardware starts, PE <= 128x128, 1 KB steps). The
-    DRAM bandwidth is the base's: in ``free`` mode descent and refinement move it."""
+    DRAM bandwidth is the base's: in ``free`` mode descent and refinement move it. On a
+    template with a generator's rules the draw is snapped up to what it builds
+    (`accel.buildable.buildable_hardware`)."""
     top = max(1, math.floor(math.log2(max_pe_dim)))
     pe, sp_kb, acc_kb = draw_array_and_buffers(rng, (1, top + 1))
 
     def within(value: float, limit: float | None) -> float:
         return value if limit is None else min(value, float(limit))
 
-    return dataclasses.replace(base, pe_rows=min(pe, max_pe_dim), pe_cols=min(pe, max_pe_dim),
-                               sp_kb=within(sp_kb, max_sp_kb), acc_kb=within(acc_kb, max_acc_kb),
-                               name="random_start")
+    hw = dataclasses.replace(base, pe_rows=min(pe, max_pe_dim), pe_cols=min(pe, max_pe_dim),
+                             sp_kb=within(sp_kb, max_sp_kb), acc_kb=within(acc_kb, max_acc_kb),
+                             name="random_start")
+    return buildable_hardware(hw) if has_rules(hw) else hw
 
 
 START_HW_DRAWS = 1000
@@ -59,7 +63,7 @@ def random_hardware_within(rng: np.random.Generator, base: HardwareConfig, max_p
                            ) -> HardwareConfig:
     """`random_hardware`, redrawn until its area is within `area_budget_mm2` (so that a
     start's mappings, which fit it, make a design within the budget); after
-    `START_HW_DRAWS` misses, the smallest hardware (1x1 PEs, one SRAM step per buffer).
+    `START_HW_DRAWS` misses, the smallest hardware (`accel.buildable.smallest_buildable`).
     Without a budget, exactly one `random_hardware` draw."""
     hw = random_hardware(rng, base, max_pe_dim, max_sp_kb, max_acc_kb)
     if area_budget_mm2 is None:
@@ -68,8 +72,7 @@ def random_hardware_within(rng: np.random.Generator, base: HardwareConfig, max_p
         if config_area_mm2(hw) <= area_budget_mm2:
             return hw
         hw = random_hardware(rng, base, max_pe_dim, max_sp_kb, max_acc_kb)
-    return dataclasses.replace(base, pe_rows=1, pe_cols=1, sp_kb=float(sram_step_kb),
-                               acc_kb=float(sram_step_kb), name="random_start")
+    return dataclasses.replace(smallest_buildable(base, sram_step_kb), name="random_start")
 
 
 def start_mappings(rounder: Rounder, hw: HardwareConfig, rng: np.random.Generator,

@@ -133,7 +133,7 @@ def test_masked_layers_do_not_move():
 
 def test_bad_inputs_fail_clearly():
     with pytest.raises(baco.errors.InfeasibleError, match="max_sp_kb"):
-        codesign(NET, config=CFG.replace(max_sp_kb=0.25))
+        codesign(NET, config=CFG.replace(max_sp_kb=0.01))   # below Gemmini's least: 1/64 KiB
     with pytest.raises(baco.errors.WorkloadError):
         codesign("no_such_network", config=CFG)
 
