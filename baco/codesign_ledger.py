@@ -13,6 +13,8 @@ import numpy as np
 from accel.design import Design
 from baco.codesign_state import SearchState
 from baco.rounding import Rounder
+from baco.topk import DEFAULT_TOP_K, design_key, offer, would_enter
+from workloads.errors import InfeasibleError
 
 __all__ = ["CodesignWarning", "Ledger"]
 
@@ -23,13 +25,15 @@ class CodesignWarning(UserWarning):
 
 class Ledger:
     """Functions of a `SearchState`'s ledger: charge samples, take a better design (offering
-    every scored design to the ``sim_hybrid`` learner), note the history, warn. It holds the
-    learner and the run's clock: the seconds run before this process (a resumed run's), plus
-    this process's."""
+    every scored design to the ``sim_hybrid`` learner), keep the `top_k` best for the final
+    pick, note the history, warn. It holds the learner and the run's clock: the seconds run
+    before this process (a resumed run's), plus this process's."""
 
-    def __init__(self, learner: Any = None, seconds_before: float = 0.0) -> None:
+    def __init__(self, learner: Any = None, seconds_before: float = 0.0,
+                 top_k: int = DEFAULT_TOP_K) -> None:
         self.learner = learner            # a baco.sim_hybrid.SimLearner with sim_hybrid
         self.seconds_before = seconds_before
+        self.top_k = top_k
         self.started = time.perf_counter()
 
     def seconds(self) -> float:
@@ -43,10 +47,21 @@ class Ledger:
 
     def consider(self, state: SearchState, rounder: Rounder, designs: list[Design],
                  edps: np.ndarray) -> SearchState:
-        """Keep the best of `designs` if it beats the best so far."""
+        """Keep the best of `designs` if it beats the best so far, and the `top_k` best
+        distinct ones that the rounder passes."""
         if self.learner is not None:
             learner = self.learner.offer(state.sim.learner, designs, edps)
             state = state.replace(sim=state.sim.replace(learner=learner))
+        top = state.ledger.top
+        for design, edp in zip(designs, edps):
+            if would_enter(top, float(edp), self.top_k):
+                try:
+                    rounder.check(design)
+                except InfeasibleError:
+                    continue
+                top = offer(top, [(float(edp), design_key(design), design)], self.top_k)
+        if top is not state.ledger.top:
+            state = state.replace(ledger=state.ledger.replace(top=top))
         for design, edp in zip(designs, edps):
             if np.isfinite(edp) and edp < state.ledger.best_edp:
                 rounder.check(design)

@@ -40,6 +40,7 @@ half the learning rate and a `CodesignWarning`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -49,6 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.design import Design
 from baco.checkpoint import load_checkpoint, save_checkpoint
 from baco.codesign_ledger import CodesignWarning, Ledger
 from baco.codesign_problem import CodesignProblem
@@ -61,6 +63,7 @@ from baco.objective import load_predictor, objective
 from baco.progress import Progress, yardstick_name
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.search import base_hardware, resolve_network
+from baco.topk import DEFAULT_TOP_K, design_key
 from perfmodels.energy import check_area_budget
 from perfmodels.score import plain_edp
 from workloads.errors import ConfigError, InfeasibleError
@@ -68,9 +71,10 @@ from workloads.network import Network
 
 __all__ = ["CodesignWarning", "RoundInfo", "codesign"]
 
-CHECKPOINT_VERSION = 5        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
+CHECKPOINT_VERSION = 6        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
 #                               4: free hardware grown by the tiles, narrowed arrays scored;
-#                               5: the search's state saved as it is (`SearchState`)
+#                               5: the search's state saved as it is (`SearchState`);
+#                               6: the ledger's top designs for the final pick
 
 
 class RoundInfo(NamedTuple):
@@ -95,7 +99,8 @@ class _Search:
     problem, the ledger of samples and best design, the start slots, the refinement and the
     simulation rounds; see the module docstring."""
 
-    def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig) -> None:
+    def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig,
+                 top_k: int = DEFAULT_TOP_K) -> None:
         self.net = net
         self.config = config
         self.base_hw = hw
@@ -104,7 +109,7 @@ class _Search:
         hybrid = load_predictor(config, hw.template_spec)
         learner, reserve = sim_learner(net, hw, config, hybrid)
         self.problem = CodesignProblem(net, hw, config, hybrid, analytic=objective)
-        self.ledger = Ledger(learner)
+        self.ledger = Ledger(learner, top_k=top_k)
         self.budget = config.budget_samples - reserve
         self.descent_budget = round(self.budget * (1.0 - config.refine_fraction))
         self.slots = StartSlots(self.problem, self.ledger, self.descent_budget)
@@ -176,10 +181,25 @@ class _Search:
 
     # ------------------------------------------------------------------ result
     def result(self, state: SearchState) -> CodesignResult:
-        best, rounder, problem = state.ledger.best, self.problem.rounder, self.problem
+        """The best design's `CodesignResult`; without ``sim_hybrid`` (whose final design is
+        already the simulator's pick), with the ledger's top designs as its ``candidates``
+        (the best first) for `baco.final_pick`."""
+        best = state.ledger.best
         if best is None:
             raise InfeasibleError("codesign: the budget ended before any design was rounded; "
                                   "raise codesign.budget_samples")
+        result = self._result_of(state, best)
+        if self.sim is not None:
+            return result
+        key = design_key(best)
+        others = [d for _, k, d in state.ledger.top if k != key]
+        candidates = (result, *(self._result_of(state, d)
+                                for d in others[:self.ledger.top_k - 1]))
+        return dataclasses.replace(result, candidates=candidates)
+
+    def _result_of(self, state: SearchState, best: Design) -> CodesignResult:
+        """`best` scored exactly, with the run's samples, history and facts."""
+        rounder, problem = self.problem.rounder, self.problem
         mappings = rounder.check(best)
         metrics = rounder.score([best])
         plain = (plain_edp(best, problem.layers, problem.counts)
@@ -221,8 +241,8 @@ class _Search:
 def codesign(network: Network | str, template: str = "gemmini",
              config: CodesignConfig | None = None, *, hardware: HardwareConfig | None = None,
              progress: bool = False, checkpoint: str | os.PathLike | None = None,
-             resume: bool = False, on_round: Callable[[RoundInfo], None] | None = None
-             ) -> CodesignResult:
+             resume: bool = False, on_round: Callable[[RoundInfo], None] | None = None,
+             top_k: int = DEFAULT_TOP_K) -> CodesignResult:
     """Co-design an accelerator of `template` and every layer's program for `network`.
 
     Args:
@@ -235,6 +255,8 @@ def codesign(network: Network | str, template: str = "gemmini",
       checkpoint: ``.npz`` path written every ``config.checkpoint_every`` rounds and at the end.
       resume: continue from `checkpoint` if it exists (same config required).
       on_round: called after every round with a `RoundInfo`.
+      top_k: the best distinct designs kept as the result's ``candidates`` for the final
+        pick (`baco.final_pick`).
 
     Returns:
       A `CodesignResult` (method ``"baco"``): the best rounded design, scored exactly.
@@ -250,7 +272,7 @@ def codesign(network: Network | str, template: str = "gemmini",
     config = config or CodesignConfig()
     net = resolve_network(network)
     hw = base_hardware(template, hardware)
-    search = _Search(net, hw, config)
+    search = _Search(net, hw, config, top_k=top_k)
     ckpt = pathlib.Path(checkpoint) if checkpoint is not None else None
     resumed = resume and ckpt is not None and ckpt.exists()
     state = (search.resume(load_checkpoint(ckpt), str(ckpt)) if resumed else search.start())

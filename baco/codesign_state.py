@@ -23,7 +23,8 @@ __all__ = ["LedgerState", "RefineState", "SearchState", "SimRoundsState", "Slots
 class LedgerState:
     """What the run has spent and found: samples, the best design (checked by the rounder when
     taken) and its EDP, the history of (samples, seconds, best EDP), the seconds run up to the
-    last round, and the warnings."""
+    last round, the warnings, and the best few distinct checked designs by the search's own
+    score (`baco.topk`: ``(edp, key, design)``, best first), for the final pick."""
 
     samples: int
     best: Design | None
@@ -31,11 +32,12 @@ class LedgerState:
     history: tuple[tuple[int, float, float], ...]
     seconds: float
     warnings: tuple[str, ...]
+    top: tuple[tuple[float, str, Design], ...]
 
     @classmethod
     def start(cls) -> LedgerState:
         return cls(samples=0, best=None, best_edp=math.inf, history=(), seconds=0.0,
-                   warnings=())
+                   warnings=(), top=())
 
 
 @struct.dataclass

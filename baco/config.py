@@ -42,6 +42,7 @@ from workloads.errors import ConfigError
 _HW_MODES = ("min_hw", "free", "fixed")
 _PREDICTORS = ("analytic", "hybrid", "sim_hybrid")
 _NEAREST = ("log", "linear")
+_FINAL_PICKS = ("simulated", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +231,25 @@ class CodesignConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class FinalPickConfig:
+    """How every search of a run (BACO's and each baseline's) picks the design it returns
+    (`baco.final_pick`): ``simulated``, its ``top_k`` best distinct designs by its own score
+    are simulated and the one of lowest simulated EDP is returned (each newly simulated layer
+    a sample); ``none``, its own best."""
+
+    mode: str = "simulated"
+    top_k: int = 4
+
+    def __post_init__(self) -> None:
+        if self.mode not in _FINAL_PICKS:
+            raise ConfigError(f"final_pick.mode must be one of {_FINAL_PICKS}, got "
+                              f"{self.mode!r}")
+        if isinstance(self.top_k, bool) or self.top_k < 1:
+            raise ConfigError(f"final_pick.top_k must be a positive integer, got "
+                              f"{self.top_k!r}")
+
+
+@dataclasses.dataclass(frozen=True)
 class BaselineSpec:
     """One baseline to run beside the co-design: a name in `baco.search.BASELINES` and its
     keyword options (the sample budget and seed default to the co-design's). ``label`` names
@@ -260,6 +280,7 @@ class ExperimentConfig:
     are resolved against the config file's folder), with ``input_shapes`` for dynamic inputs.
     ``hardware`` names a preset (or gives a mapping) whose template and fixed fields (DRAM
     bandwidth, word widths) the search keeps; in ``fixed`` mode it is the hardware.
+    ``final_pick`` says how every search picks the design it returns (`FinalPickConfig`).
     """
 
     name: str
@@ -268,6 +289,7 @@ class ExperimentConfig:
     hardware: str | dict[str, Any] = "gemmini_default"
     codesign: CodesignConfig = dataclasses.field(default_factory=CodesignConfig)
     baselines: tuple[BaselineSpec, ...] = ()
+    final_pick: FinalPickConfig = dataclasses.field(default_factory=FinalPickConfig)
     output: str | None = None
     source: str = dataclasses.field(default="<dict>", compare=False)
 

@@ -79,7 +79,9 @@ class CodesignResult:
 
     ``method`` names the search (``baco``, ``dosa``, ``random``, ``bo``, ``gemmini_default``,
     ``random_pruned``...); ``seed`` the seed it ran with; ``extra`` holds method-specific facts
-    (e.g. the settings of an ablation), JSON-serializable.
+    (e.g. the settings of an ablation), JSON-serializable. ``candidates``: the search's best
+    few distinct designs by its own score, each a result (its best first), that the final
+    pick (`baco.final_pick`) simulates; not written to JSON (a picked result has none).
     """
 
     method: str
@@ -90,6 +92,8 @@ class CodesignResult:
     history: tuple[HistoryPoint, ...] = ()
     seed: int = 0
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    candidates: tuple[CodesignResult, ...] = dataclasses.field(default=(), compare=False,
+                                                               repr=False)
 
     @property
     def latency_cycles(self) -> float:

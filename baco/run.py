@@ -7,7 +7,8 @@ atomically and only once everything has succeeded:
 
 * ``DIR/config.yaml``: the config as run (defaults filled in);
 * ``DIR/results.json``: ``{"edp", "latency_cycles", "energy_pj", "samples", "hardware",
-  "layers": [...], "history": [...], "baselines": {LABEL: {"edp", "samples", ...}}, ...}``;
+  "layers": [...], "history": [...], "final_pick", "final_pick_candidates",
+  "baselines": {LABEL: {"edp", "samples", "final_pick", "final_pick_candidates", ...}}, ...}``;
 * ``DIR/history.csv``: ``method, samples, seconds, best_edp`` -- the best EDP against samples and
   against wall-clock seconds, for the co-design and every baseline.
 * with ``emit_kernels``, ``DIR/kernels/NN_LAYER.py``: each unique layer's block-DSL kernel for
@@ -22,6 +23,12 @@ the bandwidth BACO's design has (`baseline_hardware`), so the ratios compare sea
 memory systems (each method's hardware and area are in the results). A baseline that takes
 an area budget can be held to the area of BACO's design (``area_budget_mm2: match``), so that
 a gain is not bought with area; its ``label`` keeps it apart from the same search unbounded.
+
+Every search ends the same way (``final_pick``, `baco.final_pick`): its ``top_k`` best
+distinct designs by its own objective are simulated and the one of lowest simulated EDP is
+the design it returns (``final_pick: {mode: none}`` returns its own best instead); the
+simulated layers count in its ``samples``, and ``final_pick`` (``simulated`` or ``none``)
+and ``final_pick_candidates`` (the designs compared) say how each method's was picked.
 
 Every method's design is scored on one scorer (`baco.rounding.common_score`): when the
 co-design is instruction-aware, the design as DIM x DIM instructions run it (array axes filled
@@ -48,12 +55,11 @@ from typing import Any
 import yaml
 
 from accel.arch import HardwareConfig
-from accel.design import design_of
 from baco import verdict
 from baco.config import ExperimentConfig
-from baco.fusion import fused_chains
+from baco.final_pick import final_pick, judge_result
 from baco.result import CodesignResult
-from baco.yardsticks import YARDSTICKS, Yardsticks, yardsticks
+from baco.yardsticks import YARDSTICKS, Yardsticks
 from perfmodels.energy import config_area_mm2
 from workloads.errors import ConfigError
 from workloads.files import write_atomic
@@ -81,15 +87,17 @@ def _say(message: str, enabled: bool) -> None:
 
 
 def judge(result: CodesignResult, config: ExperimentConfig) -> Yardsticks:
-    """Any search's design on the three yardsticks (`baco.yardsticks`), by the same code for
-    every method and within the run's area budget; simulated layers are cached, so a design
-    judged twice is simulated once."""
-    design = design_of(result.hardware, [r.mapping for r in result.layers])
-    layers = [r.layer for r in result.layers]
-    return yardsticks(layers, [r.count for r in result.layers], design,
-                      sram_step_kb=config.codesign.sram_step_kb,
-                      area_budget_mm2=config.codesign.area_budget_mm2,
-                      fused=fused_chains(result.extra, layers))
+    """Any search's design on the three yardsticks (`baco.final_pick.judge_result`, which the
+    final pick simulates its candidates with), within the run's area budget."""
+    return judge_result(result, config.codesign.sram_step_kb,
+                        config.codesign.area_budget_mm2)
+
+
+def pick(result: CodesignResult, config: ExperimentConfig) -> CodesignResult:
+    """What every search of the run returns (`baco.final_pick`, by ``config.final_pick``):
+    the simulator's pick of its top designs, or its own best."""
+    return final_pick(result, config.final_pick, sram_step_kb=config.codesign.sram_step_kb,
+                      area_budget_mm2=config.codesign.area_budget_mm2)
 
 
 def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:
@@ -154,6 +162,8 @@ def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, op
     params = inspect.signature(fn).parameters
     if "hardware" in params and "hardware" not in kwargs:
         kwargs["hardware"] = hardware
+    if "top_k" in params and "top_k" not in kwargs:
+        kwargs["top_k"] = config.final_pick.top_k     # the designs the final pick compares
     budget = config.codesign.area_budget_mm2
     if budget is not None and "area_budget_mm2" in params:
         kwargs.setdefault("area_budget_mm2", budget)    # the same area budget as BACO's
@@ -166,7 +176,7 @@ def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, op
     if bar.bar is not None:
         kwargs["progress"] = bar.update
     try:
-        return fn(network, **kwargs)
+        return pick(fn(network, **kwargs), config)
     finally:
         bar.close()
 
@@ -250,8 +260,9 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
 
     _say(f"[bold]baco run[/] {config.name}: {network.name}, {network.unique_layers} unique "
          f"layers, budget {config.codesign.budget_samples} samples -> {out}", progress)
-    result = codesign(network, config=config.codesign, hardware=hardware, progress=progress,
-                      checkpoint=ckpt_dir / "baco.npz", resume=resume)
+    result = pick(codesign(network, config=config.codesign, hardware=hardware,
+                           progress=progress, checkpoint=ckpt_dir / "baco.npz", resume=resume,
+                           top_k=config.final_pick.top_k), config)
     for message in result.extra.get("warnings", []):
         _say(f"[yellow]warning:[/] {message}", progress)
     _say(f"baco: EDP {result.edp:.4g} on the {yardstick_name(config.codesign)} "
@@ -330,7 +341,9 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     too); ``edp_analytic`` / ``edp_ratio_analytic`` are the plain yardstick's, and
     ``edp_as_reported`` what the search itself reported. ``simulated_breakdown`` (BACO's and
     each baseline's) splits the simulated figures by layer and padded-MAC assumption, and a
-    baseline's ``verdict`` takes its ratio to BACO apart (`baco.verdict`).
+    baseline's ``verdict`` takes its ratio to BACO apart (`baco.verdict`). ``final_pick`` and
+    ``final_pick_candidates`` (top level and each baseline) say how the design was picked
+    (`baco.final_pick`; the details in ``extra``).
     `judged` holds the methods' `Yardsticks` if already computed (by label, ``"baco"`` for
     the co-design).
     """
@@ -364,6 +377,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     doc["best_edp_at"] = _marks(result)
     doc["simulated_layers"] = [x.to_dict() for x in mine.layers]
     doc["simulated_breakdown"] = verdict.contestant(mine)
+    doc.update(_pick_facts(result))
     entries = {}
     for name, other in found.items():
         theirs = judged[name]
@@ -374,13 +388,20 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
             "edp_ratios": ratios, "samples": other.samples, "best_edp_at": _marks(other),
             "hardware": other.hardware.to_dict(),
             "hardware_as_scored": theirs[headline].hardware.to_dict(),
-            "history": _history(other), "seed": other.seed,
+            "history": _history(other), "seed": other.seed, **_pick_facts(other),
             "simulated_breakdown": verdict.contestant(theirs),
             "verdict": verdict.versus(theirs, mine),
             "extra": json.loads(json.dumps(other.extra, default=str)),
         }
     doc["baselines"] = entries
     return json.loads(json.dumps(doc))
+
+
+def _pick_facts(result: CodesignResult) -> dict[str, Any]:
+    """How the method's design was picked (`baco.final_pick`): ``final_pick`` and
+    ``final_pick_candidates``."""
+    return {"final_pick": result.extra.get("final_pick", "none"),
+            "final_pick_candidates": result.extra.get("final_pick_candidates", 1)}
 
 
 def history_csv(result: CodesignResult, found: dict[str, CodesignResult]) -> str:

@@ -31,8 +31,6 @@ simulated before) costs one sample of ``budget_samples`` (`baco.result`); the se
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +42,7 @@ from flax import struct
 from accel.arch import HardwareConfig
 from accel.design import Design, design_of
 from accel.lower import padded_layer
+from baco.topk import design_key
 from baco.yardsticks import SimCache, cache_key, simulate_design
 from perfmodels.atformer import (
     Dataset,
@@ -89,14 +88,6 @@ def _score_padded(rounder: Any, designs: list[Design]) -> Any:
         out = rounder.score(chunk + [chunk[0]] * (POLISH_BATCH - len(chunk)))
         parts.append(jax.tree_util.tree_map(lambda a, n=len(chunk): np.asarray(a)[:n], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
-
-
-def design_key(design: Design) -> str:
-    """A stable identity of a design (hardware and every layer's integer arrays)."""
-    h = hashlib.sha1(json.dumps(design.hw.to_dict(), sort_keys=True).encode())
-    for a in (design.temporal, design.spatial, design.order, design.stages):
-        h.update(np.ascontiguousarray(a, np.int64).tobytes())
-    return h.hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)

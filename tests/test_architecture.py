@@ -48,11 +48,12 @@ def test_importing_a_package_loads_nothing_upstream(package):
 BACO_LAYERS = (
     # what every part of baco may use: errors, settings, results, network loading
     {"errors", "config", "padding", "importance", "interrupts", "networks", "result",
-     "progress", "checkpoint"},
+     "progress", "checkpoint", "topk"},
     # scoring and judging designs, the DSL
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
      "program_validation", "rtl_validation", "objective", "rounding_factors",
-     "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score", "verdict"},
+     "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score", "verdict",
+     "final_pick"},
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
      "codesign_sim", "codesign_state"},  # BACO's search loop

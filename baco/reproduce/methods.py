@@ -113,11 +113,16 @@ def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = Fal
     ``baco``, the ``area_budget_mm2`` keyword of a baseline (the fixed-hardware ones record
     whether their hardware is within it).
 
+    Every search ends as in `baco run` (`baco.final_pick`, default settings): the simulator
+    picks among its top designs; ``extra["final_pick"]`` says how.
+
     Raises:
       InfeasibleError: the search cannot handle this network (no valid mapping, or a layer
         its tiler does not take); the experiment records the case as infeasible.
     """
     from accel.arch import HardwareConfig
+    from baco.config import FinalPickConfig
+    from baco.final_pick import final_pick
 
     if method.search == "baco":
         from baco.codesign_loop import codesign
@@ -136,8 +141,10 @@ def run_method(method: MethodSpec, network: Any, seed: int, progress: bool = Fal
                                   "area budget")
             kwargs["area_budget_mm2"] = float(area_budget_mm2)
         call = lambda: fn(network, **kwargs)
+    sram_step_kb = config.sram_step_kb if method.search == "baco" else 1.0
     try:
-        return call()
+        return final_pick(call(), FinalPickConfig(), sram_step_kb=sram_step_kb,
+                          area_budget_mm2=area_budget_mm2)
     except InfeasibleError:
         raise
     except (ConfigError, WorkloadError) as exc:   # about this network, the options were checked
@@ -189,6 +196,7 @@ def method_case(method: MethodSpec, network: Any, seed: int, *, history: bool = 
     out = score(result, network, area_budget_mm2=area_budget_mm2)
     out.update({"method": method.label, "search": method.search, "seed": seed,
                 "samples": result.samples, "edp_as_reported": result.edp,
+                "final_pick": result.extra.get("final_pick", "none"),
                 "search_seconds": round(search_seconds, 3)})
     if history:
         out["history"] = [[h.samples, h.best_edp] for h in result.history

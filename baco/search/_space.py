@@ -26,10 +26,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from accel.arch import MAX_STAGES, HardwareConfig, HwParams, level_arrays, tensor_bits
+from accel.design import design_of
 from accel.mapping import Mapping, footprint_kb, layer_geometry, tile_words
 from baco.errors import ConfigError, InfeasibleError
 from baco.networks import load_network
 from baco.result import CodesignResult, HistoryPoint, LayerResult
+from baco.topk import DEFAULT_TOP_K, Entry, design_key, offer, would_enter
 from perfmodels.accesses import LayerArrays, MappingArrays, order_rank
 from perfmodels.analytic import evaluate_batch, exact, pack_layer
 from perfmodels.score import network_totals
@@ -410,8 +412,12 @@ class Tracker:
     """
 
     def __init__(self, network: Network,
-                 progress: Callable[[int, float], Any] | None = None) -> None:
+                 progress: Callable[[int, float], Any] | None = None,
+                 top_k: int = DEFAULT_TOP_K) -> None:
         self.network = network
+        self.top_k = top_k
+        self.top: tuple[Entry, ...] = ()
+        """The best `top_k` distinct network points (`baco.topk`), for the final pick."""
         self.progress = progress
         """Called with ``(samples, best_edp)`` after every block (a progress bar)."""
         self.counts = np.array([c for _, c in network], np.float64)
@@ -445,6 +451,7 @@ class Tracker:
             tags = hw.template_spec.tags
             self.best_mappings = [b.mapping(int(pick[l, j_best]), tags)
                                   for l, b in enumerate(batches)]
+        self._keep_top(hw, batches, pick, net)
         self.samples += net.size
         self.block_best.append(float(net[j_best]))
         if self.progress is not None:
@@ -452,19 +459,30 @@ class Tracker:
         return float(net[j_best])
 
 
+    def _keep_top(self, hw: HardwareConfig, batches: Sequence[MappingBatch], pick: np.ndarray,
+                  net: np.ndarray) -> None:
+        """Offer the block's distinct network points (its columns of per-layer picks) to the
+        top list, best first, until one cannot enter."""
+        columns, first = np.unique(pick.T, axis=0, return_index=True)
+        tags = hw.template_spec.tags
+        for i in np.argsort(net[first], kind="stable"):
+            score = float(net[first[i]])
+            if not would_enter(self.top, score, self.top_k):
+                break
+            design = design_of(hw, [b.mapping(int(columns[i, l]), tags)
+                                    for l, b in enumerate(batches)])
+            self.top = offer(self.top, [(score, design_key(design), design)], self.top_k)
+
+
 def interpolate_seconds(start: float, stop: float, n: int) -> np.ndarray:
     """Wall times of `n` samples scored together between `start` and `stop` (evenly spread)."""
     return start + (stop - start) * np.arange(1, n + 1) / max(n, 1)
 
 
-def make_result(method: str, network: Network, tracker: Tracker, seed: int,
-                extra: dict | None = None) -> CodesignResult:
-    """Validate and score the best point with `perfmodels.analytic.exact`; wrap it."""
-    if tracker.best_hw is None:
-        raise InfeasibleError(f"{method}: the search scored no feasible point")
-    hw = tracker.best_hw
+def _scored(method: str, network: Network, hw: HardwareConfig, mappings: Sequence[Mapping],
+            tracker: Tracker, seed: int, extra: dict | None) -> CodesignResult:
     rows = []
-    for (layer, count), mapping in zip(network, tracker.best_mappings):
+    for (layer, count), mapping in zip(network, mappings):
         out = exact(layer, hw, mapping)                                # validates first
         rows.append(LayerResult(layer=layer, count=int(count), mapping=mapping,
                                 latency_cycles=float(out.cycles),
@@ -472,6 +490,20 @@ def make_result(method: str, network: Network, tracker: Tracker, seed: int,
     return CodesignResult(method=method, network=network.name, hardware=hw,
                           layers=tuple(rows), samples=tracker.samples,
                           history=tuple(tracker.history), seed=int(seed), extra=extra or {})
+
+
+def make_result(method: str, network: Network, tracker: Tracker, seed: int,
+                extra: dict | None = None) -> CodesignResult:
+    """Validate and score the best point with `perfmodels.analytic.exact`; wrap it, with the
+    tracker's top points as its ``candidates`` (the best first) for `baco.final_pick`."""
+    if tracker.best_hw is None:
+        raise InfeasibleError(f"{method}: the search scored no feasible point")
+    best = _scored(method, network, tracker.best_hw, tracker.best_mappings, tracker, seed,
+                   extra)
+    key = design_key(design_of(best.hardware, [r.mapping for r in best.layers]))
+    others = [_scored(method, network, d.hw, d.mappings(), tracker, seed, extra)
+              for _, k, d in tracker.top if k != key]
+    return dataclasses.replace(best, candidates=(best, *others[:tracker.top_k - 1]))
 
 
 def check_budget(budget_samples: int, method: str) -> int:

@@ -60,13 +60,14 @@ from baco.search._space import (
     MappingBatch,
     MappingSampler,
     Tracker,
-    check_budget,
     budget_check,
+    check_budget,
     check_network,
     interpolate_seconds,
     make_result,
     score_layers,
 )
+from baco.topk import DEFAULT_TOP_K
 from perfmodels.energy import areas_mm2
 from workloads.network import Network
 
@@ -265,7 +266,8 @@ def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: 
               pe_choices: Sequence[int] = PE_CHOICES, kb_choices: Sequence[int] = KB_CHOICES,
               stages: int | None = None, max_draws_per_layer: int = 200_000,
               progress: Callable[[int, float], Any] | None = None,
-              area_budget_mm2: float | None = None) -> CodesignResult:
+              area_budget_mm2: float | None = None,
+              top_k: int = DEFAULT_TOP_K) -> CodesignResult:
     """Nested GP-LCB search over Gemmini hardware and per-layer mappings (DOSA's bo.py).
 
     Args:
@@ -283,6 +285,8 @@ def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: 
       progress: called with ``(samples, best_edp)`` as the search goes (a progress bar).
       area_budget_mm2: only grid configurations within this area (mm2) are drawn or ranked;
         None: no budget.
+      top_k: the best distinct network points kept as the result's ``candidates`` for the
+        final pick (`baco.final_pick`).
 
     Returns:
       A `CodesignResult` with ``method="bo"`` and ``samples == budget_samples``.
@@ -300,7 +304,7 @@ def bayes_opt(network: Network | str, *, budget_samples: int, seed: int, kappa: 
     with threadpool_limits(limits=1):
         return _search(network, budget, seed, plan, kappa, candidates_per_train, pe_choices,
                        kb_choices, stages, max_draws_per_layer, progress, allowed,
-                       area_budget_mm2)
+                       area_budget_mm2, top_k)
 
 
 def _within_budget(pe: Sequence[int], kb: Sequence[int], area_budget_mm2: float | None
@@ -326,9 +330,10 @@ def _search(network: Network, budget: int, seed: int, plan: dict[str, int], kapp
             candidates_per_train: int, pe_choices: tuple[int, ...], kb_choices: tuple[int, ...],
             stages: int | None, max_draws_per_layer: int,
             progress: Callable[[int, float], Any] | None, allowed: np.ndarray | None = None,
-            area_budget_mm2: float | None = None) -> CodesignResult:
+            area_budget_mm2: float | None = None, top_k: int = DEFAULT_TOP_K
+            ) -> CodesignResult:
     rng = np.random.default_rng(seed)
-    tracker = Tracker(network, progress)
+    tracker = Tracker(network, progress, top_k)
     sw = _SoftwareBO(network, tracker, rng, plan, kappa, candidates_per_train, stages,
                      max_draws_per_layer, seed)
     n_hw = plan["hw_train"] + plan["hw_trial"]

@@ -85,6 +85,7 @@ from typing import Any
 import numpy as np
 
 from accel.arch import HardwareConfig
+from accel.design import Design
 from baco.padding import PAD_FRACTION, search_layer
 from baco.result import CodesignResult, LayerResult
 from baco.rounding import Rounder
@@ -92,6 +93,7 @@ from baco.search.dosa_descent import Static, build_problem
 from baco.search.dosa_rounding import DRAM_ORDERS, greedy_dram_orders, round_mapping
 from baco.search.dosa_slots import SlotSettings, StartSlots
 from baco.search.starts import base_hardware, resolve_network
+from baco.topk import DEFAULT_TOP_K, design_key
 from perfmodels.energy import check_area_budget
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
@@ -123,8 +125,8 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
          start_mappings_per_layer: int = 8, max_pe_dim: int = 128, sram_step_kb: float = 1.0,
          stages: int = 2, penalty: float = 10.0, parallel: int | None = None,
          progress: Callable[[int, float], Any] | None = None,
-         area_budget_mm2: float | None = None, pad_fraction: float = PAD_FRACTION
-         ) -> CodesignResult:
+         area_budget_mm2: float | None = None, pad_fraction: float = PAD_FRACTION,
+         top_k: int = DEFAULT_TOP_K) -> CodesignResult:
     """DOSA-style search of `network` within `budget_samples` samples (see the module doc).
 
     Args:
@@ -147,6 +149,8 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
         template's smallest design, a `ConfigError` naming ``codesign.area_budget_mm2``.
       pad_fraction: the dims searched, as BACO's ``codesign.pad_fraction`` (`baco.padding`),
         so that the two searches share one space; 0: the exact dims, as DOSA's own code.
+      top_k: the best distinct designs kept as the result's ``candidates`` for the final
+        pick (`baco.final_pick`).
 
     Returns:
       A `CodesignResult` with method ``"dosa"``, scored by the plain analytic model
@@ -175,7 +179,7 @@ def dosa(network: Network | str, *, budget_samples: int, seed: int = 0,
                      gd_iters=gd_iters, start_mappings_per_layer=start_mappings_per_layer,
                      max_pe_dim=max_pe_dim, sram_step_kb=sram_step_kb, stages=stages,
                      area_budget_mm2=area_budget_mm2),
-        hw, rounder, prob, static, dims, counts)
+        hw, rounder, prob, static, dims, counts, top_k)
     while True:
         n_steps = slots.plan_round()
         if not n_steps.any():
@@ -205,20 +209,31 @@ def _check_options(*, pad_fraction: float, learning_rate: float | None,
 
 def _result(net: Network, rounder: Rounder, slots: StartSlots, seed: int,
             settings: dict[str, Any]) -> CodesignResult:
-    """The search's `CodesignResult`: its best design, per layer scored by the plain model."""
+    """The search's `CodesignResult`: its best design, per layer scored by the plain model,
+    with its top designs as ``candidates`` (the best first) for `baco.final_pick`."""
     best = slots.best.design
     if best is None:
         raise InfeasibleError("dosa: the budget ended before any design was scored; raise "
                               "budget_samples")
-    mappings = rounder.check(best)
-    metrics = rounder.score([best])
+    key = design_key(best)
+    result = _scored(net, rounder, slots, seed, settings, best)
+    others = [_scored(net, rounder, slots, seed, settings, d)
+              for _, k, d in slots.best.top if k != key]
+    return dataclasses.replace(result, candidates=(result, *others[:slots.best.top_k - 1]))
+
+
+def _scored(net: Network, rounder: Rounder, slots: StartSlots, seed: int,
+            settings: dict[str, Any], design: Design) -> CodesignResult:
+    """`design` as a result, per layer scored by the plain model."""
+    mappings = rounder.check(design)
+    metrics = rounder.score([design])
     result_layers = tuple(
         LayerResult(layer=layer, count=int(c), mapping=m,
                     latency_cycles=float(metrics.cycles[0, b]),
                     energy_pj=float(metrics.energy_pj[0, b]))
         for b, (layer, c, m) in enumerate(zip(net.layers, net.counts, mappings)))
     return CodesignResult(
-        method="dosa", network=net.name, hardware=dataclasses.replace(best.hw, name="dosa"),
+        method="dosa", network=net.name, hardware=dataclasses.replace(design.hw, name="dosa"),
         layers=result_layers, samples=slots.samples, history=tuple(slots.best.history),
         seed=seed, extra={"scorer": "analytic", "starts_drawn": slots.next_start,
                           "settings": settings})

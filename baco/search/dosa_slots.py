@@ -20,8 +20,10 @@ from baco.rounding import Rounder
 from baco.search.dosa_descent import Problem, Static, descend
 from baco.search.dosa_rounding import DRAM_ORDERS, greedy_dram_orders, round_mapping
 from baco.search.starts import random_hardware_within, start_mappings
+from baco.topk import DEFAULT_TOP_K, Entry, design_key, offer, would_enter
 from perfmodels.accesses import order_rank
 from perfmodels.score import network_edp
+from workloads.errors import InfeasibleError
 
 __all__ = ["ROUNDING_SAMPLES", "Incumbent", "SlotSettings", "StartSlots"]
 
@@ -45,11 +47,14 @@ class SlotSettings(NamedTuple):
 
 
 class Incumbent:
-    """The best design scored so far (checked by the rounder when taken) and the history of
-    best EDPs."""
+    """The best design scored so far (checked by the rounder when taken), the history of
+    best EDPs, and the `top_k` best distinct checked designs (`baco.topk`) for the final
+    pick."""
 
-    def __init__(self, rounder: Rounder) -> None:
+    def __init__(self, rounder: Rounder, top_k: int = DEFAULT_TOP_K) -> None:
         self.rounder = rounder
+        self.top_k = top_k
+        self.top: tuple[Entry, ...] = ()
         self.design: Design | None = None
         self.edp = math.inf
         self.history: list[HistoryPoint] = []
@@ -57,6 +62,13 @@ class Incumbent:
 
     def consider(self, designs: list[Design], edps: np.ndarray, samples: int) -> None:
         for design, edp in zip(designs, edps):
+            if would_enter(self.top, float(edp), self.top_k):
+                try:
+                    self.rounder.check(design)
+                    self.top = offer(self.top, [(float(edp), design_key(design), design)],
+                                     self.top_k)
+                except InfeasibleError:
+                    pass
             if np.isfinite(edp) and edp < self.edp:
                 self.rounder.check(design)
                 self.design, self.edp = design, float(edp)
@@ -70,7 +82,8 @@ class StartSlots:
     ``gd_iters`` draws the next start while the budget affords one."""
 
     def __init__(self, settings: SlotSettings, hw: HardwareConfig, rounder: Rounder,
-                 prob: Problem, static: Static, dims: np.ndarray, counts: np.ndarray) -> None:
+                 prob: Problem, static: Static, dims: np.ndarray, counts: np.ndarray,
+                 top_k: int = DEFAULT_TOP_K) -> None:
         self.settings, self.hw, self.rounder = settings, hw, rounder
         self.prob, self.static, self.dims, self.counts = prob, static, dims, counts
         n_slots, n_layers = settings.slots, len(dims)
@@ -81,7 +94,7 @@ class StartSlots:
         self.dram_orders = np.stack([np.asarray(o)[::-1] for o in DRAM_ORDERS])  # outermost first
         self.opt = optax.adam(static.learning_rate)
         self.root = jax.random.PRNGKey(settings.seed)
-        self.best = Incumbent(rounder)
+        self.best = Incumbent(rounder, top_k)
 
         self.samples = 0
         self.next_start = 0

@@ -52,12 +52,13 @@ from baco.search._space import (
     canonical_orders,
     check_budget,
     check_network,
-    interpolate_seconds,
     fixed_hardware_budget,
+    interpolate_seconds,
     make_result,
     resolve_hardware,
     score_layers,
 )
+from baco.topk import DEFAULT_TOP_K
 from workloads.layer import Layer
 from workloads.network import Network
 
@@ -118,10 +119,12 @@ def random_pruned(network: Network | str, *, budget_samples: int, seed: int,
                   hardware: HardwareConfig | str = "eyeriss",
                   perms_per_factorization: int = 16, stages: int | None = None,
                   progress: Callable[[int, float], Any] | None = None,
-                  area_budget_mm2: float | None = None) -> CodesignResult:
+                  area_budget_mm2: float | None = None,
+                  top_k: int = DEFAULT_TOP_K) -> CodesignResult:
     """Best-EDP mappings from `budget_samples` pruned random mappings per layer, on fixed
     hardware (a preset name or a `HardwareConfig`); `progress` is called with ``(samples,
-    best_edp)`` once they are scored.
+    best_edp)`` once they are scored; its best `top_k` distinct network points are the
+    result's ``candidates`` for the final pick (`baco.final_pick`).
 
     The hardware is fixed, so ``area_budget_mm2`` does not constrain the search: hardware over
     it still runs, with an `AreaBudgetWarning`, and ``extra`` records ``area_mm2``,
@@ -139,7 +142,7 @@ def random_pruned(network: Network | str, *, budget_samples: int, seed: int,
                           f"got {perms_per_factorization}")
     budget_info = fixed_hardware_budget(hw, area_budget_mm2, "random_pruned")
     rng = np.random.default_rng(seed)
-    tracker = Tracker(network, progress)
+    tracker = Tracker(network, progress, top_k)
     layers = list(network.layers)
     batches, distinct = [], {}
     for layer in layers:

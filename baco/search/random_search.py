@@ -38,6 +38,7 @@ from baco.search._space import (
     score_layers,
 )
 from baco.search.starts import draw_array_and_buffers
+from baco.topk import DEFAULT_TOP_K
 from perfmodels.energy import config_area_mm2
 from workloads.network import Network
 
@@ -69,7 +70,8 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
                   kb_exponents: tuple[int, int] = (0, 12),
                   max_draws_per_layer: int = 500_000,
                   progress: Callable[[int, float], Any] | None = None,
-                  area_budget_mm2: float | None = None) -> CodesignResult:
+                  area_budget_mm2: float | None = None,
+                  top_k: int = DEFAULT_TOP_K) -> CodesignResult:
     """Random hardware, random valid mappings; the best whole-network point found.
 
     Args:
@@ -83,6 +85,8 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
       max_draws_per_layer: rejection-sampling limit before a configuration is given up.
       progress: called with ``(samples, best_edp)`` as the search goes (a progress bar).
       area_budget_mm2: reject hardware draws whose area exceeds it (mm2); None: no budget.
+      top_k: the best distinct network points kept as the result's ``candidates`` for the
+        final pick (`baco.final_pick`).
 
     Returns:
       A `CodesignResult` with ``method="random"``, ``samples == budget_samples``.
@@ -104,7 +108,7 @@ def random_search(network: Network | str, *, budget_samples: int, seed: int,
                 f"and {smallest.sp_kb:g} KiB buffers, has {config_area_mm2(smallest):.4g} mm2); "
                 "raise the budget or lower pe_exponents/kb_exponents")
     rng = np.random.default_rng(seed)
-    tracker = Tracker(network, progress)
+    tracker = Tracker(network, progress, top_k)
     layers = list(network.layers)
     rejected = over_budget = 0
     configs = []

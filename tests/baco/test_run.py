@@ -39,7 +39,9 @@ def test_run_writes_config_results_and_history(first):
                 "baselines", "history", "scorer", "edp_analytic"):
         assert key in doc
     assert doc["scorer"] == "instruction_aware"
-    assert doc["samples"] == 180 and len(doc["layers"]) == 5
+    # the final pick's simulated layers (at most top_k x layers) on top of the budget
+    assert 180 < doc["samples"] <= 180 + 4 * 5 and len(doc["layers"]) == 5
+    assert doc["final_pick"] == "simulated" and doc["final_pick_candidates"] > 1
     assert doc["edp"] == pytest.approx(doc["latency_cycles"] * doc["energy_pj"], rel=1e-9)
     dosa = doc["baselines"]["dosa"]
     for key in ("edp", "samples", "edp_analytic", "edp_as_reported", "edp_ratio",
@@ -56,6 +58,7 @@ def test_run_writes_config_results_and_history(first):
             assert {"mac_useful", "mac_padded", "dram", "dram_idle"} <= set(events)
             assert sum(events.values()) == pytest.approx(figures["energy_pj"], rel=1e-6)
         assert entry["yardsticks"]["plain"]["edp"] == pytest.approx(entry["edp_analytic"])
+        assert entry["final_pick"] == "simulated"
     assert doc["edp_yardstick"] == "instruction_aware"
     assert dosa["edp"] == pytest.approx(dosa["yardsticks"]["instruction_aware"]["edp"])
     for name, ratio in dosa["edp_ratios"].items():
@@ -108,6 +111,7 @@ def test_a_run_killed_mid_way_resumes_to_the_same_results(first, tmp_path, monke
     (("  - name: dosa", "  - name: dosa\n    label: baco"), "'baco' names the co-design"),
     (("{starts: 2,", "{area_budget_mm2: same, starts: 2,"),
      "baselines[0].options.area_budget_mm2: a number of mm2 or 'match'"),
+    (("baselines:", "final_pick: {mode: best}\nbaselines:"), "final_pick.mode"),
 ])
 def test_a_bad_config_fails_in_one_line_and_writes_nothing(tmp_path, capsys, edit, needle):
     text = TINY.read_text()
