@@ -208,10 +208,13 @@ def test_common_score_is_the_design_itself_when_nothing_needs_padding():
     ref = aware_model.exact(layers[0], design.hw, one)
     assert aware.edp == pytest.approx(float(ref.cycles) * float(ref.energy_pj), rel=1e-5)
     assert float(ref.cycles) >= float(exact(layers[0], design.hw, one, load_latency=True).cycles)
-    # the same accesses, plus the DRAM interface's idle energy over the aware cycles
-    idle = float(level_arrays(HW.template_spec, HW.to_params(), np).static_pj_per_cycle.sum())
-    assert aware.energy_pj == pytest.approx(plain.energy_pj + idle * aware.latency_cycles,
-                                            rel=1e-6)
+    # the same accesses, plus the levels' idle energy over the aware cycles and the PEs' in
+    # the cycles they have no MAC (the array full: no padded MACs)
+    idle = float(level_arrays(HW.template_spec, design.hw.to_params(), np)
+                 .static_pj_per_cycle.sum())
+    assert aware.energy_pj_by_event["mac_padded"] == 0
+    assert aware.energy_pj == pytest.approx(plain.energy_pj + idle * aware.latency_cycles
+                                            + aware.energy_pj_by_event["pe_idle"], rel=1e-6)
     assert aware.latency_cycles > plain.latency_cycles
     # a half-empty array where the dim allows a full one is realized full (re-blocked) ...
     (m,) = design.mappings()
