@@ -458,7 +458,6 @@ class Tracker:
             self.progress(self.samples, self.best_edp)
         return float(net[j_best])
 
-
     def _keep_top(self, hw: HardwareConfig, batches: Sequence[MappingBatch], pick: np.ndarray,
                   net: np.ndarray) -> None:
         """Offer the block's distinct network points (its columns of per-layer picks) to the
