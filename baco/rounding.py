@@ -98,9 +98,9 @@ class Rounder:
         self.hw_mode = hw_mode
         self.aware = aware
         self.axes = aware_model.array_axes(self.template) if aware else ()
-        self.max_pe_dim = int(max_pe_dim)
         self.sram_step_kb = float(sram_step_kb)
         self.max_kb = {"sp_kb": max_sp_kb, "acc_kb": max_acc_kb}
+        self.max_pe_dim = rounding_hardware.bounded_pe_dim(base_hw, max_pe_dim, self.max_kb)
         self.linear = nearest == "linear"
         self.area_budget_mm2 = None if area_budget_mm2 is None else float(area_budget_mm2)
         self.max_dram_bw_words = float(max_dram_bw_words)

@@ -87,6 +87,22 @@ def _buildable_limits(r: Rounder, pe: int, fields: dict[str, float]) -> None:
     floor("acc_kb")
 
 
+def bounded_pe_dim(base_hw: HardwareConfig, max_pe_dim: int,
+                   max_kb: dict[str, float | None]) -> int:
+    """`max_pe_dim`, halved while the smallest buildable buffers of that array pass the
+    ``max_sp_kb``/``max_acc_kb`` bounds (a wider Gemmini array has larger least banks: DIM
+    rows of DIM words each, `accel.buildable`); as given on a template without rules."""
+    dim = int(max_pe_dim)
+    if not has_rules(base_hw) or all(v is None for v in max_kb.values()):
+        return dim
+    while dim > 2:
+        least = buildable_hardware(base_hw, pe_rows=dim, pe_cols=dim, sp_kb=1e-9, acc_kb=1e-9)
+        if all(v is None or getattr(least, k) <= v * (1 + 1e-9) for k, v in max_kb.items()):
+            break
+        dim //= 2
+    return dim
+
+
 def check_bounds(r: Rounder) -> None:
     """Refuse bounds that even the smallest tile (every loop at DRAM) cannot meet."""
     least = smallest_buildable(r.base_hw, r.sram_step_kb)
