@@ -46,7 +46,9 @@ def _totals(judged: Yardsticks, assumption: str = "table", leave_out: str | None
             ) -> tuple[float, float]:
     """Simulated latency and energy of the network, padded MACs at `assumption`, without
     the rows of layer `leave_out`."""
-    extra = padded_mac_pj(judged, assumption) - padded_mac_pj(judged, "table")
+    # the simulated energy already prices padded MACs at the table's figure
+    extra = (0.0 if assumption == "table"
+             else padded_mac_pj(judged, assumption) - padded_mac_pj(judged, "table"))
     rows = [x for x in judged.layers if leave_out is None or leave_out not in _layer_names(x)]
     latency = math.fsum(x.count * x.cycles for x in rows)
     energy = math.fsum(x.count * (x.energy_pj + (x.array_macs - x.macs) * extra)
