@@ -162,6 +162,7 @@ class Template:
     mac_padded_energy_pj: Expr | None = None
     pe_idle_pj_per_cycle: Expr | None = None
     buildable: str | None = None   # the generator's rules (`accel.buildable`); None: none
+    technology: str = ""   # the process node and source its energy and area figures assume
 
     def instruction(self, kind: str) -> InstructionCost | None:
         """The cost of one instruction of `kind` (`InstructionCost.KINDS`), None if unknown."""
@@ -185,7 +186,7 @@ class Template:
                               f"{type(data).__name__}")
         check_keys(data, {"name", "description", "levels", "mac", "square_array", "params",
                           "onchip_path", "igelu_unit", "normalizer", "instructions",
-                          "buildable"}, where)
+                          "buildable", "technology"}, where)
         for key in ("name", "levels", "mac"):
             if key not in data:
                 raise ConfigError(f"{where}: missing field {key!r}")
@@ -222,6 +223,7 @@ class Template:
             pe_idle_pj_per_cycle=_optional_expr(mac, "idle_pj_per_cycle", f"{where}: mac",
                                                 allowed),
             buildable=rules,
+            technology=str(data.get("technology", "")),
         )
 
     # ------------------------------------------------------------------ static structure

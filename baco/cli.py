@@ -103,6 +103,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     emit_kernels=args.emit_kernels, overrides=overrides, force=args.force)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from baco.report import main_report
+
+    return main_report(args.results, args.out)
+
+
 def _cmd_validate_programs(args: argparse.Namespace) -> int:
     from baco.program_validation import validate_programs
     from baco.yardsticks import YARDSTICKS
@@ -232,6 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit-kernels", action="store_true",
                    help="also write each layer's @baco.jit kernel to DIR/kernels/")
     p.set_defaults(func=_cmd_run)
+
+    p = commands.add_parser("report", help="write a run's report (report.md, report.html, "
+                            "plots)", description="Write report.md, a self-contained "
+                            "report.html and the plots of a finished run from its results.json "
+                            "(`baco run` writes them itself; this rebuilds them).")
+    p.add_argument("results", metavar="RESULTS.json", help="a run's results.json or its folder")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: the results' folder)")
+    p.set_defaults(func=_cmd_report)
 
     va = commands.add_parser("validate", help="check the models against measurements")
     va = va.add_subparsers(dest="against", required=True, metavar="DATA")

@@ -11,6 +11,7 @@ value), and `save` writes one to a PNG atomically.
   (seed 001 Fig. 6.12);
 * `grouped_bars`: one group per benchmark, one bar per method, optional reference markers
   (the seed's printed values) -- Table 6.6 and Fig. 6.10;
+* `stacked_bars`: one horizontal bar per group split into its parts (energy by event);
 * `edp_area`: EDP against area of designs found under area budgets, each method's Pareto
   front drawn through its non-dominated points (``baco sweep`` over ``area_budgets_mm2``).
 
@@ -31,7 +32,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 __all__ = ["convergence", "edp_area", "energy_latency", "grouped_bars", "layer_breakdown",
-           "predicted_vs_measured", "save"]
+           "predicted_vs_measured", "save", "stacked_bars"]
 
 
 def save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
@@ -213,6 +214,27 @@ def grouped_bars(groups: Sequence[str], series: Mapping[str, Sequence[float]], *
         ax.set_title(title)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(True, axis="y", which="both", alpha=0.3)
+    return fig
+
+
+def stacked_bars(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *,
+                 ax: Any = None, xlabel: str = "", title: str = "") -> Figure:
+    """One horizontal bar per group, split into `parts` (name -> one value per group): what a
+    total is made of (e.g. energy by event)."""
+    fig, ax = _axes(ax, (7.0, 0.6 * len(groups) + 1.8))
+    left = np.zeros(len(groups))
+    for label, values in parts.items():
+        width = np.asarray([0.0 if v is None else v for v in values], float)
+        ax.barh(np.arange(len(groups)), width, left=left, label=label)
+        left += width
+    ax.set_yticks(np.arange(len(groups)))
+    ax.set_yticklabels(groups)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18))
+    ax.grid(True, axis="x", alpha=0.3)
     return fig
 
 

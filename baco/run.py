@@ -58,6 +58,7 @@ from accel.arch import HardwareConfig
 from baco import verdict
 from baco.config import ExperimentConfig
 from baco.final_pick import final_pick, judge_result
+from baco.report import PLOTS, REPORT_FILES, write_report
 from baco.result import CodesignResult
 from baco.yardsticks import YARDSTICKS, Yardsticks
 from perfmodels.energy import config_area_mm2
@@ -186,7 +187,7 @@ def output_dir(config: ExperimentConfig, out_dir: str | os.PathLike | None) -> p
     return pathlib.Path(out_dir or config.output or f"experiments/results/{config.name}")
 
 
-OUTPUTS = (CONFIG, RESULTS, HISTORY, CHECKPOINT_DIR, KERNELS_DIR)
+OUTPUTS = (CONFIG, RESULTS, HISTORY, CHECKPOINT_DIR, KERNELS_DIR, *REPORT_FILES, *PLOTS)
 """What a run writes in its folder; ``--force`` removes these and nothing else."""
 
 
@@ -295,6 +296,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
     write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
     write_atomic(out / HISTORY, history_csv(result, found))
+    write_report(out / RESULTS)
     if emit_kernels:
         written, skipped = write_kernels(result, out / KERNELS_DIR)
         _say(f"wrote {len(written)} kernels to {out / KERNELS_DIR}", progress)
@@ -453,31 +455,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         ratios = entry["edp_ratios"]
         lines.append(f"  baco vs {name}: " + ", ".join(
             f"{versus(ratios[key])} {title}" for key, title in SUMMARY_YARDSTICKS))
-        lines += verdict_lines(entry.get("verdict"))
+        lines += verdict.verdict_lines(entry.get("verdict"))
     return lines
-
-
-def verdict_lines(taken_apart: dict[str, Any] | None) -> list[str]:
-    """The simulated verdict against one baseline, taken apart (`baco.verdict.versus`)."""
-    if not taken_apart:
-        return []
-
-    def x(ratio: float | None) -> str:
-        return "-" if ratio is None else f"{ratio:.2f}x"
-
-    by_mac = taken_apart["edp_ratio_by_padded_mac"]
-    out = [f"      simulated: latency {x(taken_apart['latency_ratio'])}, energy "
-           f"{x(taken_apart['energy_ratio'])}; EDP with padded MACs free / as the table / "
-           f"full: {x(by_mac['zero'])} / {x(by_mac['table'])} / {x(by_mac['full'])}"]
-    parts = []
-    for key, title in (("largest_layer_out", "the largest layer"),
-                       ("worst_layer_out", "the most decisive layer")):
-        left = taken_apart.get(key)
-        if left:
-            parts.append(f"without {title} ({left['layer']}) {x(left['edp_ratio'])}")
-    if parts:
-        out.append("      " + "; ".join(parts))
-    return out
 
 
 def main_run(config: str, out: str | None, resume: bool, quiet: bool,
@@ -489,7 +468,8 @@ def main_run(config: str, out: str | None, resume: bool, quiet: bool,
     out_dir = output_dir(ExperimentConfig.load(config, overrides), out)
     for line in summary_lines(document):
         print(line)
-    print(f"  wrote {out_dir / CONFIG}, {out_dir / RESULTS}, {out_dir / HISTORY}")
+    print(f"  wrote {out_dir / CONFIG}, {out_dir / RESULTS}, {out_dir / HISTORY}, "
+          f"{out_dir / REPORT_FILES[0]}, {out_dir / REPORT_FILES[1]} and plots")
     sys.stdout.flush()
     return 0
 

@@ -129,4 +129,28 @@ def _worst_layer_out(theirs: Yardsticks, mine: Yardsticks, names: set[str]
     return {"layer": name, "edp_ratio": ratio}
 
 
-__all__ = ["PADDED_MAC_ASSUMPTIONS", "contestant", "largest_layer", "padded_mac_pj", "versus"]
+def verdict_lines(taken_apart: dict[str, Any] | None) -> list[str]:
+    """The simulated verdict against one baseline, taken apart (`baco.verdict.versus`)."""
+    if not taken_apart:
+        return []
+
+    def x(ratio: float | None) -> str:
+        return "-" if ratio is None else f"{ratio:.2f}x"
+
+    by_mac = taken_apart["edp_ratio_by_padded_mac"]
+    out = [f"      simulated: latency {x(taken_apart['latency_ratio'])}, energy "
+           f"{x(taken_apart['energy_ratio'])}; EDP with padded MACs free / as the table / "
+           f"full: {x(by_mac['zero'])} / {x(by_mac['table'])} / {x(by_mac['full'])}"]
+    parts = []
+    for key, title in (("largest_layer_out", "the largest layer"),
+                       ("worst_layer_out", "the most decisive layer")):
+        left = taken_apart.get(key)
+        if left:
+            parts.append(f"without {title} ({left['layer']}) {x(left['edp_ratio'])}")
+    if parts:
+        out.append("      " + "; ".join(parts))
+    return out
+
+
+__all__ = ["PADDED_MAC_ASSUMPTIONS", "contestant", "largest_layer", "padded_mac_pj",
+           "verdict_lines", "versus"]

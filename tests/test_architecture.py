@@ -57,8 +57,9 @@ BACO_LAYERS = (
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
      "codesign_sim", "codesign_state"},  # BACO's search loop
+    {"plots", "report"},  # figures, and a run's report from its results
     {"run", "dataset"},  # an experiment, a dataset
-    {"reproduce", "plots"},  # the seed's tables and figures
+    {"reproduce"},  # the seed's tables and figures
     {"", "__main__", "cli", "cli_reproduce", "cli_simulate", "cli_surrogate"},  # the faces
 )
 """baco's parts, bottom first: a part imports only parts of its own layer or below."""

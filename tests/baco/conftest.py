@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+TINY = Path(__file__).parent / "data" / "tiny.yaml"
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The folder of one `baco run` of ``data/tiny.yaml`` (a 5-GEMM BERT, DOSA-style beside):
+    shared, read-only, by every test that reads a finished run."""
+    from baco.cli import main
+
+    out = tmp_path_factory.mktemp("tiny_run")
+    assert main(["run", str(TINY), "--out", str(out), "--quiet"]) == 0
+    return out
 
 
 @pytest.fixture

@@ -25,15 +25,14 @@ def run(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory):
-    out = tmp_path_factory.mktemp("first")
-    assert main(["run", str(TINY), "--out", str(out), "--quiet"]) == 0
-    return out
+def first(tiny_run):
+    return tiny_run
 
 
 def test_run_writes_config_results_and_history(first):
-    assert sorted(p.name for p in first.iterdir()) == [
-        "checkpoint", "config.yaml", "history.csv", "results.json"]
+    from baco.report import PLOTS, REPORT_FILES
+    assert sorted(p.name for p in first.iterdir()) == sorted([
+        "checkpoint", "config.yaml", "history.csv", "results.json", *REPORT_FILES, *PLOTS])
     doc = json.loads((first / "results.json").read_text())
     for key in ("edp", "latency_cycles", "energy_pj", "samples", "hardware", "layers",
                 "baselines", "history", "scorer", "edp_analytic"):

@@ -10,7 +10,7 @@ from accel.design import design_of
 from accel.mapping import Mapping
 from baco import verdict
 from baco import yardsticks as ys
-from baco.run import verdict_lines
+from baco.verdict import verdict_lines
 from workloads.layer import Layer
 
 HW = HardwareConfig(pe_rows=8, pe_cols=8, sp_kb=16, acc_kb=8, name="small")
