@@ -171,7 +171,7 @@ def _cmd_validate_rtl(args: argparse.Namespace) -> int:
 
 
 _COMMAND_MODULES: tuple[str, ...] = ("baco.cli_simulate", "baco.cli_reproduce",
-                                      "baco.cli_surrogate")
+                                      "baco.cli_surrogate", "baco.cli_export")
 """Modules with a ``register(commands)`` that adds their own subcommands to the parser."""
 
 

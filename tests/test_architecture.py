@@ -53,14 +53,15 @@ BACO_LAYERS = (
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
      "program_validation", "rtl_validation", "objective", "rounding_factors",
      "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score", "verdict",
-     "final_pick"},
+     "final_pick", "export"},
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
      "codesign_sim", "codesign_state"},  # BACO's search loop
     {"plots", "report"},  # figures, and a run's report from its results
     {"run", "dataset"},  # an experiment, a dataset
     {"reproduce"},  # the seed's tables and figures
-    {"", "__main__", "cli", "cli_reproduce", "cli_simulate", "cli_surrogate"},  # the faces
+    {"", "__main__", "cli", "cli_reproduce", "cli_simulate", "cli_surrogate",
+     "cli_export"},  # the faces
 )
 """baco's parts, bottom first: a part imports only parts of its own layer or below."""
 
