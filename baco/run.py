@@ -58,6 +58,7 @@ from accel.arch import HardwareConfig
 from baco import verdict
 from baco.config import ExperimentConfig
 from baco.final_pick import final_pick, judge_result
+from baco.progress import yardstick_name
 from baco.report import PLOTS, REPORT_FILES, write_report
 from baco.result import CodesignResult
 from baco.yardsticks import YARDSTICKS, Yardsticks
@@ -235,7 +236,6 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     """
     from baco.codesign_loop import codesign
     from baco.networks import load_network
-    from baco.progress import yardstick_name
 
     config = ExperimentConfig.load(config_path, overrides)
     registry = baselines()
@@ -336,12 +336,15 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     ``instruction_aware``, ``simulated``: each ``{"edp", "latency_cycles", "energy_pj",
     "area_mm2"}``; `baco.yardsticks`), ``area_mm2`` of the design's hardware, and, for a
     baseline, ``edp_ratios``: how many times BACO's EDP is lower on each yardstick. ``edp``
-    (with ``latency_cycles`` and ``energy_pj``) is kept as before: on the yardstick named by
-    ``edp_yardstick`` (``instruction_aware`` when the co-design is, else ``plain``; also given
-    as ``scorer``), so ``edp_ratio`` compares on it (for a ``hybrid`` or ``sim_hybrid``
-    co-design, whose own EDP is its learned model's, the top-level ``edp`` is the yardstick's
-    too); ``edp_analytic`` / ``edp_ratio_analytic`` are the plain yardstick's, and
-    ``edp_as_reported`` what the search itself reported. ``simulated_breakdown`` (BACO's and
+    (with ``latency_cycles`` and ``energy_pj``) is on the yardstick named by
+    ``edp_yardstick``: the judge's (``simulated``) when it judged every design, else the
+    co-design's model (``instruction_aware`` or ``plain``, named by ``scorer``), so
+    ``edp_ratio`` compares on it; ``edp_analytic`` / ``edp_ratio_analytic`` are the plain
+    yardstick's, and ``edp_as_reported`` what the search itself reported. Per-layer figures
+    name theirs: ``layers`` (BACO's and each baseline's) on ``layers_yardstick`` (the search's
+    model), ``simulated_layers`` on the simulator; ``history_yardstick`` names what
+    ``history``'s best EDP is measured on. A baseline's ``warnings`` say when its search was
+    cut short (fewer starts than asked). ``simulated_breakdown`` (BACO's and
     each baseline's) splits the simulated figures by layer and padded-MAC assumption, and a
     baseline's ``verdict`` takes its ratio to BACO apart (`baco.verdict`). ``final_pick`` and
     ``final_pick_candidates`` (top level and each baseline) say how the design was picked
@@ -353,7 +356,10 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     for name, res in [("baco", result), *found.items()]:
         if name not in judged:
             judged[name] = judge(res, config)
-    headline = "instruction_aware" if config.codesign.instruction_aware else "plain"
+    model = "instruction_aware" if config.codesign.instruction_aware else "plain"
+    # the judge's yardstick when it judged every design, else the co-design's model
+    headline = ("simulated" if all(y.simulated is not None for y in judged.values())
+                else model)
     mine = judged["baco"]
 
     def figures(y: Yardsticks) -> dict[str, Any]:
@@ -366,16 +372,18 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     doc.update({k: v for k, v in figures(mine).items()
                 if k not in ("edp", "latency_cycles", "energy_pj")})
     doc["edp_as_reported"] = result.edp
-    if config.codesign.predictor != "analytic":
-        # A hybrid search reports its learned model's EDP (`edp_as_reported`); `edp` is on
-        # the headline yardstick, as the baselines' are.
+    if config.codesign.predictor != "analytic" or headline != model:
+        # `edp` is on the headline yardstick, as the baselines' are; what the search itself
+        # reported (a hybrid's learned model's EDP) is `edp_as_reported`.
         doc.update({k: v for k, v in figures(mine).items()
                     if k in ("edp", "latency_cycles", "energy_pj")})
     doc["history"] = _history(result)
+    doc["history_yardstick"] = yardstick_name(config.codesign)
     doc["name"] = config.name
     doc["edp_yardstick"] = headline
+    doc["layers_yardstick"] = model
     doc["area_budget_mm2"] = config.codesign.area_budget_mm2
-    doc["scorer"] = "instruction_aware" if headline == "instruction_aware" else "analytic"
+    doc["scorer"] = "instruction_aware" if model == "instruction_aware" else "analytic"
     doc["best_edp_at"] = _marks(result)
     doc["simulated_layers"] = [x.to_dict() for x in mine.layers]
     doc["simulated_breakdown"] = verdict.contestant(mine)
@@ -390,13 +398,28 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
             "edp_ratios": ratios, "samples": other.samples, "best_edp_at": _marks(other),
             "hardware": other.hardware.to_dict(),
             "hardware_as_scored": theirs[headline].hardware.to_dict(),
-            "history": _history(other), "seed": other.seed, **_pick_facts(other),
+            "history": _history(other), "history_yardstick": BASELINE_YARDSTICK,
+            "seed": other.seed, **_pick_facts(other),
+            "layers": [r.to_dict() for r in other.layers], "layers_yardstick": "plain",
+            "simulated_layers": [x.to_dict() for x in theirs.layers],
+            "warnings": _short_search(other),
             "simulated_breakdown": verdict.contestant(theirs),
             "verdict": verdict.versus(theirs, mine),
             "extra": json.loads(json.dumps(other.extra, default=str)),
         }
     doc["baselines"] = entries
     return json.loads(json.dumps(doc))
+
+
+def _short_search(result: CodesignResult) -> list[str]:
+    """What a reader must know before trusting a baseline's figures: a budget too small for
+    the starts it was asked to draw."""
+    asked = result.extra.get("settings", {}).get("starts")
+    drawn = result.extra.get("starts_drawn")
+    if asked is None or drawn is None or drawn >= asked:
+        return []
+    return [f"drew {drawn} of its {asked} starts within {result.samples} samples: its design "
+            "is a partial search's, so BACO's lead over it is overstated; raise the budget"]
 
 
 def _pick_facts(result: CodesignResult) -> dict[str, Any]:
@@ -456,6 +479,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         lines.append(f"  baco vs {name}: " + ", ".join(
             f"{versus(ratios[key])} {title}" for key, title in SUMMARY_YARDSTICKS))
         lines += verdict.verdict_lines(entry.get("verdict"))
+        lines += [f"      warning: {name} {w}" for w in entry.get("warnings", [])]
     return lines
 
 

@@ -58,8 +58,15 @@ def test_run_writes_config_results_and_history(first):
             assert sum(events.values()) == pytest.approx(figures["energy_pj"], rel=1e-6)
         assert entry["yardsticks"]["plain"]["edp"] == pytest.approx(entry["edp_analytic"])
         assert entry["final_pick"] == "simulated"
-    assert doc["edp_yardstick"] == "instruction_aware"
-    assert dosa["edp"] == pytest.approx(dosa["yardsticks"]["instruction_aware"]["edp"])
+    # the headline figures are the judge's, and every per-layer figure names its yardstick
+    assert doc["edp_yardstick"] == "simulated" and doc["layers_yardstick"] == "instruction_aware"
+    for entry in (doc, dosa):
+        assert entry["edp"] == pytest.approx(entry["yardsticks"]["simulated"]["edp"])
+        assert entry["latency_cycles"] == pytest.approx(
+            sum(r["count"] * r["cycles"] for r in entry["simulated_layers"]))
+    assert dosa["layers_yardstick"] == "plain" and len(dosa["layers"]) == 5
+    assert doc["history_yardstick"] == "instruction-aware model"
+    assert dosa["history_yardstick"] == "plain model"
     for name, ratio in dosa["edp_ratios"].items():
         assert ratio == pytest.approx(dosa["yardsticks"][name]["edp"]
                                       / doc["yardsticks"][name]["edp"])
@@ -183,3 +190,21 @@ def test_with_free_hardware_the_baselines_get_the_bandwidth_baco_chose(tmp_path,
     assert "baco vs dosa_iso_area:" in out
     written = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
     assert written["baselines"][2] == iso
+
+
+def test_a_baseline_cut_short_is_flagged_in_results_and_summary(first):
+    import dataclasses
+
+    from baco.run import _short_search, summary_lines
+    from baco.simulate import load_result
+
+    result = load_result(first / "results.json")
+    short = dataclasses.replace(result, extra={"settings": {"starts": 7}, "starts_drawn": 3})
+    (warning,) = _short_search(short)
+    assert "drew 3 of its 7 starts" in warning
+    assert _short_search(dataclasses.replace(
+        result, extra={"settings": {"starts": 7}, "starts_drawn": 7})) == []
+    doc = json.loads((first / "results.json").read_text())
+    doc["baselines"]["dosa"]["warnings"] = [warning]
+    assert any(line.strip().startswith("warning: dosa drew 3 of its 7 starts")
+               for line in summary_lines(doc))
