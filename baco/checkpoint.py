@@ -9,6 +9,7 @@ import importlib
 import io
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -97,15 +98,19 @@ def save_checkpoint(path: str | os.PathLike, tree: Any) -> None:
     write_atomic(path, buffer.getvalue())
 
 
-def load_checkpoint(path: str | os.PathLike) -> Any:
-    """The tree `save_checkpoint` wrote to `path`."""
+def load_checkpoint(path: str | os.PathLike, only: Sequence[str] | None = None) -> Any:
+    """The tree `save_checkpoint` wrote to `path`; with `only`, of a tree that is a dict, just
+    those of its entries that it holds (the arrays of the others are not read)."""
     try:
         with np.load(path) as data:
-            arrays = {k: data[k] for k in data.files}
-        if _TREE not in arrays:
-            raise ConfigError(f"checkpoint {path}: written by an older baco, which saved its "
-                              "search another way; delete it to start over")
-        return decode_tree(json.loads(arrays.pop(_TREE).tobytes().decode()), arrays)
+            if _TREE not in data.files:
+                raise ConfigError(f"checkpoint {path}: written by an older baco, which saved "
+                                  "its search another way; delete it to start over")
+            tree = json.loads(data[_TREE].tobytes().decode())
+            if only is not None:
+                entries = tree["dict"]
+                tree = {"dict": {k: entries[k] for k in only if k in entries}}
+            return decode_tree(tree, data)
     except ConfigError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:

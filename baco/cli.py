@@ -22,12 +22,21 @@ def _cmd_workloads_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"zoo": workloads.zoo_names(), "suites": workloads.suite_names()}))
         return 0
-    print("zoo networks (parameters as NAME:key=value,...):")
+    from workloads.network import format_macs
+    from workloads.suites import SUITE_SUMMARIES
+    from workloads.zoo import describe
+
+    print("zoo networks (parameters as NAME:key=value,...; sizes at the defaults):")
     for name in workloads.zoo_names():
-        print(f"  {name}")
-    print("benchmark suites (workloads.suite(NAME, seed=0)):")
+        net = workloads.load(name)
+        summary = describe(name).splitlines()[0].partition(": ")[2]
+        print(f"  {name:13s} {net.total_layers:4d} layers ({net.unique_layers:2d} unique), "
+              f"{format_macs(net.total_macs):>9s}  {summary}")
+    print("benchmark suites (workloads.suite(NAME, seed=0); a case as SUITE/CASE):")
     for name in workloads.suite_names():
-        print(f"  {name}")
+        macs = [net.total_macs for net in workloads.suite(name)]
+        print(f"  {name:13s} {len(macs):4d} cases, {format_macs(min(macs))} to "
+              f"{format_macs(max(macs))}  {SUITE_SUMMARIES[name]}")
     return 0
 
 
@@ -48,16 +57,18 @@ def _print_network(net) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from workloads.network import format_macs
+
     table = Table(title=f"{net.name}: {net.unique_layers} unique of {net.total_layers} layers, "
-                        f"{net.total_macs / 1e9:.3f} GMAC")
+                        f"{format_macs(net.total_macs)}")
     for col in ("#", "kind", "R", "S", "P", "Q", "C", "K", "N", "stride", "dil", "groups",
-                "count", "MMAC", "name"):
+                "count", "MACs", "name"):
         table.add_column(col, justify="left" if col in ("kind", "name") else "right")
     for i, (layer, count) in enumerate(net):
         table.add_row(
             str(i), layer.kind, *(str(v) for v in layer.dims.values()),
             f"{layer.Hstride}x{layer.Wstride}", f"{layer.Hdilation}x{layer.Wdilation}",
-            str(layer.groups), str(count), f"{layer.macs / 1e6:.1f}", layer.name)
+            str(layer.groups), str(count), format_macs(layer.macs), layer.name)
     console = Console(width=max(Console().width, 140))
     console.print(table)
     summary = net.summary.to_dict()
@@ -91,16 +102,22 @@ def _cmd_validate_timeloop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from baco.run import main_run
-
+def _run_overrides(args: argparse.Namespace) -> list[str]:
+    """`baco run`'s ``--set`` changes, with ``--budget`` and ``--seed`` folded in."""
     overrides = list(args.overrides)
     if args.budget is not None:
         overrides.append(f"codesign.budget_samples={args.budget}")
     if args.seed is not None:
         overrides.append(f"codesign.seed={args.seed}")
+    return overrides
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from baco.run import main_run
+
     return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet,
-                    emit_kernels=args.emit_kernels, overrides=overrides, force=args.force)
+                    emit_kernels=args.emit_kernels, overrides=_run_overrides(args),
+                    force=args.force)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -294,7 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _resume_hint(args: argparse.Namespace) -> str:
     if args.command == "run":
-        return "rerun with --resume to continue from the checkpoint"
+        from baco.run import saved_checkpoint
+
+        where = saved_checkpoint(args.config, args.out, _run_overrides(args))
+        if where is None:
+            return "no checkpoint was written yet: rerun the same command to start over"
+        return f"rerun with --resume to continue from the checkpoint in {where}"
     if args.command in ("reproduce", "sweep"):
         return "rerun the same command to continue (finished cases are kept)"
     return "nothing was written"

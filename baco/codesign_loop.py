@@ -69,7 +69,8 @@ from perfmodels.score import plain_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
 
-__all__ = ["CodesignWarning", "RoundInfo", "codesign"]
+__all__ = ["CodesignWarning", "RoundInfo", "codesign", "refuse_other_settings",
+           "settings_differences"]
 
 CHECKPOINT_VERSION = 6        # 2: learned loop orders; 3: free-mode DRAM bandwidth;
 #                               4: free hardware grown by the tiles, narrowed arrays scored;
@@ -90,6 +91,51 @@ class RoundInfo(NamedTuple):
 def _plain(value: Any) -> Any:
     """`value` as JSON reads it back (tuples as lists), to compare what a run was given."""
     return json.loads(json.dumps(value))
+
+
+def _leaves_apart(key: str, saved: Any, mine: Any) -> list[str]:
+    """``KEY: SAVED there, MINE now`` for each leaf of two JSON values that differs (a mapping
+    is gone into; a long value is only named)."""
+    if isinstance(saved, dict) and isinstance(mine, dict):
+        return [line for k in sorted(set(saved) | set(mine), key=str)
+                for line in _leaves_apart(f"{key}.{k}", saved.get(k), mine.get(k))]
+    if saved == mine:
+        return []
+    if max(len(json.dumps(saved)), len(json.dumps(mine))) > 40:
+        return [f"{key} differs"]
+    return [f"{key}: {json.dumps(saved)} there, {json.dumps(mine)} now"]
+
+
+def settings_differences(saved: Any, config: CodesignConfig, net: Network,
+                         hw: HardwareConfig) -> list[str]:
+    """What a run on `config`, `net` and `hw` changes from the one a checkpoint's header
+    (`_Search.checkpoint`: its version, config, network, hardware) was written for, one line
+    per setting (`_leaves_apart`); empty when the run may resume it."""
+    if not isinstance(saved, dict) or saved.get("version") != CHECKPOINT_VERSION:
+        version = saved.get("version") if isinstance(saved, dict) else None
+        return [f"checkpoint version: {version} there, {CHECKPOINT_VERSION} now"]
+    mine_config = config.to_dict()
+    defaults = CodesignConfig().to_dict()
+    for key in [k for k in mine_config if k not in saved["config"]]:
+        if mine_config[key] == defaults[key]:  # a checkpoint from before that option
+            mine_config.pop(key)
+    return [line for key, theirs, mine in (
+        ("codesign", saved["config"], mine_config),
+        ("network", saved["network"], net.to_dict()["layers"]),
+        ("hardware", saved["hardware"], hw.to_dict()))
+        for line in _leaves_apart(key, _plain(theirs), _plain(mine))]
+
+
+def refuse_other_settings(path: str | os.PathLike, config: CodesignConfig, net: Network,
+                          hw: HardwareConfig) -> None:
+    """Refuse to resume the checkpoint at `path` with other settings than it was written for,
+    naming each (`settings_differences`), before any work; reads only its header."""
+    saved = load_checkpoint(path, only=("version", "config", "network", "hardware"))
+    differ = settings_differences(saved, config, net, hw)
+    if differ:
+        raise ConfigError(f"--resume: the checkpoint {path} was written with other settings: "
+                          f"{'; '.join(differ)}; resume with the same --budget/--seed/--set, "
+                          "or run with --force instead of --resume to start over")
 
 
 # --------------------------------------------------------------------------- the search
@@ -162,17 +208,11 @@ class _Search:
             version = saved.get("version") if isinstance(saved, dict) else None
             raise ConfigError(f"checkpoint {where}: version {version} is not "
                               f"{CHECKPOINT_VERSION}; delete it to start over")
-        mine_config = self.config.to_dict()
-        defaults = CodesignConfig().to_dict()
-        for key in [k for k in mine_config if k not in saved["config"]]:
-            if mine_config[key] == defaults[key]:  # a checkpoint from before that option
-                mine_config.pop(key)
-        for key, mine in (("config", mine_config),
-                          ("network", self.net.to_dict()["layers"]),
-                          ("hardware", self.base_hw.to_dict())):
-            if _plain(mine) != _plain(saved[key]):
-                raise ConfigError(f"checkpoint {where}: it was written for a different {key}; "
-                                  "resume with the same config, or delete it to start over")
+        differ = settings_differences(saved, self.config, self.net, self.base_hw)
+        if differ:
+            raise ConfigError(f"checkpoint {where}: it was written for a different config "
+                              f"({'; '.join(differ)}); resume with the same config, or delete "
+                              "it to start over")
         state = saved["state"]
         self.ledger.seconds_before = state.ledger.seconds
         if self.sim is not None:          # the model the rest descends and scores on

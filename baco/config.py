@@ -340,6 +340,10 @@ class ExperimentConfig:
         ``codesign.budget_samples=5000``; values in YAML) applied before it is checked."""
         path = pathlib.Path(path)
         data = read_yaml(path, "config")
+        if data is None:
+            raise ConfigError(f"config {path}: the file is empty (or only comments); a config "
+                              "gives at least name and network, e.g. experiments/configs/"
+                              "resnet50.yaml")
         if isinstance(data, dict) and "kind" in data:
             raise ConfigError(f"config {path}: this is a `baco reproduce` experiment (kind: "
                               f"{data['kind']}), not a `baco run` config; run it with "

@@ -39,6 +39,7 @@ model's figure of every design too, and ``edp_as_reported`` what the search itse
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import inspect
@@ -49,6 +50,7 @@ import os
 import pathlib
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,7 +65,7 @@ from baco.report import PLOTS, REPORT_FILES, write_report
 from baco.result import CodesignResult
 from baco.yardsticks import YARDSTICKS, Yardsticks
 from perfmodels.energy import config_area_mm2
-from workloads.errors import ConfigError
+from workloads.errors import BacoError, ConfigError
 from workloads.files import write_atomic
 
 RESULTS = "results.json"
@@ -199,7 +201,7 @@ def prepare_output(out: pathlib.Path, resume: bool, force: bool) -> None:
         return
     if not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder")
-    held = sorted(p.name for p in out.iterdir())
+    held = sorted(p.name for p in out.iterdir() if p.name != CHECKPOINT_DIR or _saved(p))
     if not held:
         return
     if not force:
@@ -212,6 +214,40 @@ def prepare_output(out: pathlib.Path, resume: bool, force: bool) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
+
+
+def _saved(ckpt_dir: pathlib.Path) -> bool:
+    """Whether a run's checkpoint folder holds anything to resume from (the co-design's state
+    or a finished baseline): a run stopped before its first save leaves it empty."""
+    return ckpt_dir.is_dir() and any(p.is_file() for p in ckpt_dir.iterdir())
+
+
+def saved_checkpoint(config_path: str | os.PathLike, out_dir: str | os.PathLike | None,
+                     overrides: Sequence[str] = ()) -> pathlib.Path | None:
+    """The checkpoint folder that ``--resume`` would continue the run from, or None when
+    there is nothing there to resume (or the config cannot be read)."""
+    try:
+        config = ExperimentConfig.load(config_path, overrides)
+    except BacoError:
+        return None
+    ckpt_dir = output_dir(config, out_dir) / CHECKPOINT_DIR
+    return ckpt_dir if _saved(ckpt_dir) else None
+
+
+def _writable(out: pathlib.Path, ckpt_dir: pathlib.Path) -> None:
+    """Make `ckpt_dir` in `out` and check both take files, before any work: an unwritable
+    folder is a `ConfigError` naming it, and the folders this made are removed again."""
+    made = [p for p in (ckpt_dir, out, *out.parents) if not p.exists()]
+    try:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (out, ckpt_dir):
+            tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        for folder in made:                 # the deepest first; only what is still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise ConfigError(f"cannot write results to {out}: "
+                          f"{exc.strerror or exc}") from None
 
 
 def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None = None,
@@ -234,7 +270,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     Returns:
       The results document written to ``results.json``.
     """
-    from baco.codesign_loop import codesign
+    from baco.codesign_loop import codesign, refuse_other_settings
     from baco.networks import load_network
 
     config = ExperimentConfig.load(config_path, overrides)
@@ -250,14 +286,19 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
                 and "area_budget_mm2" not in inspect.signature(registry[spec.name]).parameters):
             raise ConfigError(f"{config.source}: baselines[{i}].options.area_budget_mm2: "
                               f"{spec.name} takes no area budget")
+    try:
+        network = load_network(config.network_source(), input_shapes=config.input_shapes)
+    except BacoError as exc:
+        raise type(exc)(f"{config.source}: network: {exc}") from None
+    hardware = config.hardware_config()
     out = output_dir(config, out_dir)
     prepare_output(out, resume, force)
-    network = load_network(config.network_source(), input_shapes=config.input_shapes)
-    hardware = config.hardware_config()
     ckpt_dir = out / CHECKPOINT_DIR
     if resume and not (ckpt_dir / "baco.npz").exists():
         _say(f"no checkpoint in {ckpt_dir}: starting from the beginning", progress)
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    elif resume:
+        refuse_other_settings(ckpt_dir / "baco.npz", config.codesign, network, hardware)
+    _writable(out, ckpt_dir)
 
     _say(f"[bold]baco run[/] {config.name}: {network.name}, {network.unique_layers} unique "
          f"layers, budget {config.codesign.budget_samples} samples -> {out}", progress)
@@ -499,4 +540,4 @@ def main_run(config: str, out: str | None, resume: bool, quiet: bool,
 
 
 __all__ = ["baseline_hardware", "baselines", "history_csv", "main_run", "output_dir",
-           "results_document", "run_experiment", "write_kernels"]
+           "results_document", "run_experiment", "saved_checkpoint", "write_kernels"]

@@ -3,7 +3,9 @@
 Each unique layer is lowered with its mapping on the result's hardware (`accel.lower`), run on
 `accel.sim` with random int8 inputs (seeded per layer), and, with ``check``, its output is
 compared with numpy's (`accel.lower.check.expected_output`). The report gives, per layer, the
-trace's size, the simulated cycles beside the model's latency, and whether the output matched.
+trace's size, the simulated cycles beside the model's latency, the energy of the run (counted
+from the trace as the simulated yardstick counts it, `baco.yardsticks.simulated_run`), and
+whether the output matched; the network's simulated latency, energy and EDP follow.
 Epilogue ops the accelerator cannot fuse (a softmax, a division, a second add) run on the host
 after the output is stored: they are listed per layer and not simulated. A result that fuses
 GEMM chains (``codesign.fusion``) also runs each fused chain as one trace and checks its
@@ -38,6 +40,7 @@ class LayerSimulation:
     instructions: int = 0
     sim_cycles: int = 0
     model_cycles: float = 0.0
+    energy_pj: float = 0.0
     host_ops: tuple[str, ...] = ()
     checked: bool = False
     mismatches: int = 0
@@ -146,11 +149,15 @@ def _run_checked(base: LayerSimulation, lowered: Callable[[], tuple], hw: Any, c
     ``low.trace`` on the simulator and, with ``check``, count the elements of the ``output``
     tensor that differ from ``expected(low, arrays)``; a `BacoError` becomes the error."""
     from accel.sim import run
+    from baco.yardsticks import simulated_run
 
     try:
         low, arrays, image, initialized, output, expected = lowered()
         res = run(low.trace, hw, image, initialized=initialized)
-        rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles)
+        ran = simulated_run(res, low.alloc, len(low.trace), base.macs, hw, index=base.index,
+                            name=base.name, count=float(base.count), host_ops=base.host_ops)
+        rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles,
+                                  energy_pj=ran.energy_pj)
         if check:
             got = low.layout.read(res.dram, output)
             want = expected(low, arrays)
@@ -176,16 +183,30 @@ def disagreement(records: Sequence[LayerSimulation]) -> dict[str, float | None]:
                                                 / r.sim_cycles for r in ran]))}
 
 
+def simulated_totals(records: Sequence[LayerSimulation]) -> dict[str, float | None]:
+    """The simulated network's energy and EDP (`perfmodels.score.network_totals`: each unique
+    layer's run times its count, the simulated yardstick's sums); None when a layer failed."""
+    from perfmodels.score import network_totals
+
+    if not records or any(r.error is not None for r in records):
+        return {"sim_energy_pj": None, "sim_edp": None}
+    edp, _, energy_pj = network_totals([r.sim_cycles for r in records],
+                                       [r.energy_pj for r in records],
+                                       [r.count for r in records])
+    return {"sim_energy_pj": float(energy_pj), "sim_edp": float(edp)}
+
+
 def report(records: Sequence[LayerSimulation], source: str) -> dict[str, Any]:
-    """The JSON report: per-layer records (``name``, ``sim_cycles``, ``model_cycles``...),
-    totals, and the model's disagreement with the simulator (`disagreement`)."""
+    """The JSON report: per-layer records (``name``, ``sim_cycles``, ``energy_pj``,
+    ``model_cycles``...), totals (``sim_energy_pj``, ``sim_edp``: `simulated_totals`), and the
+    model's disagreement with the simulator (`disagreement`)."""
     return {"source": source, "layers": [r.to_dict() for r in records],
             "all_ok": all(r.ok for r in records),
             "checked": sum(r.checked for r in records),
             "failed": [r.index for r in records if not r.ok],
             "sim_cycles": sum(r.sim_cycles for r in records),
             "instructions": sum(r.instructions for r in records),
-            **disagreement(records)}
+            **disagreement(records), **simulated_totals(records)}
 
 
 def main_simulate(path: str, check: bool, seed: int, layers: Sequence[int] | None,
@@ -218,8 +239,10 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
     from rich.table import Table
 
     table = Table(title="simulated layers")
-    for col in ("#", "layer", "count", "MMAC", "instructions", "sim cycles", "model cycles",
-                "model/sim", "output"):
+    from workloads.network import format_macs
+
+    for col in ("#", "layer", "count", "MACs", "instructions", "sim cycles", "energy pJ",
+                "model cycles", "model/sim", "output"):
         table.add_column(col, justify="left" if col in ("layer", "output") else "right")
     for r in records:
         status = (f"error: {r.error}" if r.error else
@@ -229,9 +252,9 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
             status += f" (on the host: {', '.join(r.host_ops)})"
         # A layer whose every instance runs in a fused chain has no cycles of its own to model.
         ratio = f"{r.model_cycles / r.sim_cycles:.2f}" if r.sim_cycles and r.count else "-"
-        table.add_row(str(r.index), r.name, str(r.count), f"{r.macs / 1e6:.1f}",
-                      str(r.instructions), str(r.sim_cycles), f"{r.model_cycles:.0f}", ratio,
-                      status)
+        table.add_row(str(r.index), r.name, str(r.count), format_macs(r.macs),
+                      str(r.instructions), str(r.sim_cycles), f"{r.energy_pj:.4g}",
+                      f"{r.model_cycles:.0f}", ratio, status)
     Console(width=max(Console().width, 120)).print(table)
     bad = [r for r in records if not r.ok]
     total = sum(r.sim_cycles for r in records)
@@ -240,6 +263,11 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
     print(f"{len(records)} layers, {total} simulated cycles (one run of each unique layer); "
           f"{verdict}")
     gap = disagreement(records)
+    totals = simulated_totals(records)
+    if totals["sim_edp"] is not None:
+        print(f"the network on the simulator (each layer times its count): latency "
+              f"{gap['sim_latency_cycles']:.4g} cycles, energy {totals['sim_energy_pj']:.4g} pJ, "
+              f"EDP {totals['sim_edp']:.4g} cycles*pJ")
     if gap["model_vs_sim_mape"] is not None:
         ratio = gap["model_latency_cycles"] / gap["sim_latency_cycles"]
         print(f"the search's model vs the simulator: network latency "
@@ -248,4 +276,4 @@ def _print_table(records: Sequence[LayerSimulation], check: bool) -> None:
 
 
 __all__ = ["LayerSimulation", "load_result", "main_simulate", "report", "simulate_chains",
-           "simulate_result"]
+           "simulate_result", "simulated_totals"]

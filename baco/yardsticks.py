@@ -546,15 +546,21 @@ def simulate_chain(lowered: Any, *, timing_table: TimingTable | None = None
     why = simulation_unsupported(hw)
     if why is not None:
         raise ConfigError(f"simulated chain: {why}")
-    template = hw.template_spec
     res = run_batch([lowered.trace.as_arrays()], hw, functional=False,
                     timing_table=timing_table or TimingTable())[0]
-    counts = _trace_counts(res, lowered.alloc, len(lowered.trace),
-                           int(lowered.first.macs + lowered.second.macs),
-                           gemmini_levels(template), template.num_levels)
     names = [x.name or x.config_str() for x in (lowered.first, lowered.second)]
-    return _simulated_layer(counts, hw, index=0, name=" -> ".join(names), count=1.0,
-                            host_ops=())
+    return simulated_run(res, lowered.alloc, len(lowered.trace),
+                         int(lowered.first.macs + lowered.second.macs), hw, index=0,
+                         name=" -> ".join(names), count=1.0, host_ops=())
+
+
+def simulated_run(res: Any, alloc: Allocation, instructions: int, macs: int,
+                  hw: HardwareConfig, **labels: Any) -> SimulatedLayer:
+    """One simulator run of a lowered trace (`accel.sim.run`'s result) counted as the simulated
+    yardstick counts a layer: its cycles and its energy on `hw` (`trace_energy`)."""
+    t = hw.template_spec
+    c = _trace_counts(res, alloc, instructions, macs, gemmini_levels(t), t.num_levels)
+    return _simulated_layer(c, hw, **labels)
 
 
 def _with_chains(stick: Yardstick, per_layer: tuple[SimulatedLayer, ...], fused: Sequence[Any],
@@ -687,6 +693,7 @@ __all__ = [
     "simulate_design",
     "simulation_unsupported",
     "simulate_chain",
+    "simulated_run",
     "trace_accesses",
     "trace_energy",
     "yardsticks",

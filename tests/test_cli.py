@@ -171,3 +171,37 @@ def test_readme_python_snippets_run_from_the_project_root(index):
     proc = subprocess.run([sys.executable, "-c", snippets[index]], capture_output=True,
                           text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_workloads_list_describes_every_network_and_suite(capsys):
+    import workloads
+    from workloads.network import format_macs
+
+    code, out, _ = run(capsys, "workloads", "list")
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert code == 0
+    resnet = workloads.load("resnet50")
+    assert "54 layers (24 unique)" in lines["resnet50"]
+    assert format_macs(resnet.total_macs) in lines["resnet50"] and "ResNet-50" in lines["resnet50"]
+    for name in workloads.zoo_names():
+        assert re.search(r"\d+ layers \( ?\d+ unique\), +[\d.]+ [kMGT]?MAC  \w", lines[name])
+    for name in workloads.suite_names():
+        assert re.search(r"\d+ cases, .*MAC to .*MAC  \w", lines[name]), lines[name]
+
+
+@pytest.mark.parametrize("macs, text", [(0, "0 MAC"), (999, "999 MAC"), (200_000, "200 kMAC"),
+                                        (999_999, "1 MMAC"), (4_089_184_256, "4.09 GMAC")])
+def test_mac_counts_read_in_the_unit_that_fits(macs, text):
+    from workloads.network import format_macs
+
+    assert format_macs(macs) == text
+
+
+def test_a_small_network_is_not_zero_gmac(capsys):
+    import workloads
+    from workloads.network import format_macs
+
+    case = next(net for net in workloads.suite("gemv") if 1e5 < net.total_macs < 1e6)
+    code, out, _ = run(capsys, "workloads", "show", case.name)
+    assert code == 0 and "0.000 GMAC" not in out
+    assert f"{format_macs(case.total_macs)}" in out and "kMAC" in out

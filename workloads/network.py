@@ -162,3 +162,15 @@ class Network:
                        names=names, epilogues=epilogues, summary=summary, chains=chains)
         except (KeyError, TypeError) as exc:
             raise WorkloadError(f"malformed network record: {exc}") from exc
+
+
+_MAC_UNITS = (("TMAC", 1e12), ("GMAC", 1e9), ("MMAC", 1e6), ("kMAC", 1e3))
+
+
+def format_macs(macs: float) -> str:
+    """A MAC count for people, three significant digits in the unit that fits (``200 kMAC``,
+    ``4.09 GMAC``): a small layer reads as what it is, not as ``0.000 GMAC``."""
+    for unit, scale in _MAC_UNITS:
+        if abs(macs) >= scale * 0.9995:          # what rounds to 1 at three digits moves up
+            return f"{macs / scale:.3g} {unit}"
+    return f"{macs:.3g} MAC"

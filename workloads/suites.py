@@ -57,7 +57,8 @@ from workloads.fusion import Chain, chain_kind
 from workloads.layer import Layer
 from workloads.network import Network
 
-__all__ = ["BMM_CHAINS", "CONV_CHAINS", "CONV_ROWS", "GEMM_ROWS", "suite", "suite_names"]
+__all__ = ["BMM_CHAINS", "CONV_CHAINS", "CONV_ROWS", "GEMM_ROWS", "SUITE_SUMMARIES", "suite",
+           "suite_names"]
 
 # Table 6.4: ((M lo, hi), (N lo, hi), (K lo, hi), cases). Rows 0-1 are GEMV, 2-5 GEMM.
 GEMM_ROWS = (
@@ -237,7 +238,17 @@ def _chain_network(cid: str, first: Layer, second: Layer) -> Network:
                                chains=[Chain(kind, (0, 1), (first.name, second.name))])
 
 
-_SUITES = ("gemm", "gemv", "conv1d", "conv2d", "bmm_chain", "conv_chain")
+SUITE_SUMMARIES = {
+    "gemm": "GEMMs with M > 256, sizes drawn from the seed thesis's Table 6.4 (rows 3-6)",
+    "gemv": "GEMVs (M = 1), sizes drawn from Table 6.4 (rows 1-2)",
+    "conv1d": "1-D convolutions over U-Net, ResNet-50 and RetinaNet feature maps (Table 6.5)",
+    "conv2d": "2-D convolutions over U-Net, ResNet-50 and RetinaNet feature maps (Table 6.5)",
+    "bmm_chain": "two batched GEMMs, the second on the first's output, for fusion (Table 3.5)",
+    "conv_chain": "two convolutions, the second on the first's output, for fusion (Table 3.6)",
+}
+"""One line per suite, for listings (`baco workloads list`)."""
+
+_SUITES = tuple(SUITE_SUMMARIES)
 
 
 def suite_names() -> list[str]:

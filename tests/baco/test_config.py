@@ -115,3 +115,12 @@ def test_onnx_paths_resolve_against_the_config_folder(tmp_path):
     path = write(tmp_path, "name: x\nnetwork: models/net.onnx\n")
     config = ExperimentConfig.load(path)
     assert config.network_source() == str(tmp_path / "models" / "net.onnx")
+
+
+@pytest.mark.parametrize("text", ["", "# nothing but a comment\n"])
+def test_an_empty_file_is_called_empty_and_named(tmp_path, text):
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="is empty") as info:
+        ExperimentConfig.load(path, ["codesign.seed=1"])
+    assert str(path) in str(info.value) and "NoneType" not in str(info.value)

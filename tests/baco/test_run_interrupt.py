@@ -157,3 +157,86 @@ def test_bad_override_on_the_command_line_is_one_line_and_writes_nothing(tmp_pat
     err = capsys.readouterr().err
     assert code == 2 and "codesign.round_evry" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_an_unknown_network_names_the_file_and_the_field(tmp_path, capsys):
+    config = tmp_path / "x.yaml"
+    config.write_text(TINY.read_text().replace('network: "bert:seq=16"', "network: resnet5"))
+    out = tmp_path / "out"
+    code = main(["run", str(config), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{config}: network: unknown zoo model 'resnet5'" in err and "resnet50" in err
+    assert not out.exists()
+
+
+def test_an_out_under_a_file_is_one_line_and_leaves_nothing(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "run"
+    code = main(["run", str(TINY), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"baco: error: cannot write results to {out}: Not a directory\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root writes into any folder")
+def test_an_unwritable_out_is_one_line_and_leaves_nothing(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        for out in (locked / "new" / "run", locked):
+            code = main(["run", str(TINY), "--out", str(out), "--quiet"])
+            err = capsys.readouterr().err
+            assert code == 2
+            assert err == f"baco: error: cannot write results to {out}: Permission denied\n"
+            assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def _stopped(monkeypatch, save: bool):
+    """`codesign` as stopped by Ctrl-C before it saved anything, or after its first save."""
+    import baco.codesign_loop
+
+    def interrupted(*args, checkpoint, **kwargs):
+        if save:
+            Path(checkpoint).write_bytes(b"saved")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(baco.codesign_loop, "codesign", interrupted)
+
+
+def test_ctrl_c_says_whether_there_is_a_checkpoint_to_resume(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    _stopped(monkeypatch, save=False)
+    assert main(["run", str(TINY), "--out", str(out), "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert "no checkpoint was written yet" in err and "--resume" not in err
+    prepare_output(out, resume=False, force=False)     # the same command is not refused
+    _stopped(monkeypatch, save=True)
+    assert main(["run", str(TINY), "--out", str(out), "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert f"rerun with --resume to continue from the checkpoint in {out / 'checkpoint'}" in err
+    with pytest.raises(ConfigError, match="--resume"):
+        prepare_output(out, resume=False, force=False)
+
+
+def test_resume_with_other_settings_names_each_before_starting(tmp_path, capsys):
+    from baco.checkpoint import save_checkpoint
+    from baco.codesign_loop import _Search
+    from baco.networks import load_network
+
+    config = ExperimentConfig.load(TINY)      # the checkpoint of a run stopped at once
+    search = _Search(load_network(config.network_source()), config.hardware_config(),
+                     config.codesign)
+    out = tmp_path / "run"
+    (out / "checkpoint").mkdir(parents=True)
+    save_checkpoint(out / "checkpoint" / "baco.npz", search.checkpoint(search.start()))
+    saved = (out / "checkpoint" / "baco.npz").read_bytes()
+    code = main(["run", str(TINY), "--out", str(out), "--resume", "--budget", "10000",
+                 "--set", "codesign.starts=3"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err     # no header before it
+    assert "codesign.budget_samples: 180 there, 10000 now" in err
+    assert "codesign.starts: 2 there, 3 now" in err and "--force" in err
+    assert "codesign.seed" not in err and "delete" not in err
+    assert (out / "checkpoint" / "baco.npz").read_bytes() == saved

@@ -95,3 +95,26 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["simulate", str(path), "--layers", "4"]) == 2
     assert "out of range" in capsys.readouterr().err
     assert main(["simulate", str(tmp_path / "missing.json")]) == 2
+
+
+def test_energy_and_edp_are_the_simulated_yardsticks(tmp_path, capsys):
+    from accel.design import design_of
+    from baco.yardsticks import simulate_design
+
+    result = _result(LAYERS)
+    records = simulate_result(result, check=False)
+    stick, rows = simulate_design([r.layer for r in result.layers],
+                                  [r.count for r in result.layers],
+                                  design_of(HW, [r.mapping for r in result.layers]))
+    assert stick.hardware == HW           # nothing grown: the same buffers, the same energy
+    assert [r.energy_pj for r in records] == pytest.approx([x.energy_pj for x in rows])
+    assert all(r.energy_pj > 0 for r in records)
+    path = tmp_path / "results.json"
+    path.write_text(result.to_json())
+    assert main(["simulate", str(path), "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sim_energy_pj"] == pytest.approx(stick.energy_pj)
+    assert report["sim_edp"] == pytest.approx(stick.edp)
+    assert main(["simulate", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "energy pJ" in out and f"EDP {stick.edp:.4g} cycles*pJ" in out
