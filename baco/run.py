@@ -63,6 +63,7 @@ from baco.final_pick import final_pick, judge_result
 from baco.progress import yardstick_name
 from baco.report import PLOTS, REPORT_FILES, write_report
 from baco.result import CodesignResult
+from baco.sim_cache import DEFAULT_CACHE
 from baco.yardsticks import YARDSTICKS, Yardsticks
 from perfmodels.energy import config_area_mm2
 from workloads.errors import BacoError, ConfigError
@@ -72,6 +73,9 @@ RESULTS = "results.json"
 HISTORY = "history.csv"
 CONFIG = "config.yaml"
 CHECKPOINT_DIR = "checkpoint"
+SIM_CACHE = "sim_cache.pkl"
+"""In the checkpoint folder: every layer the run simulated (`baco.sim_cache`), so a resumed
+run judges without simulating again."""
 KERNELS_DIR = "kernels"
 SAMPLE_MARKS = (1000, 5000)
 """Sample counts at which results.json reports every method's best EDP so far."""
@@ -299,6 +303,9 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     elif resume:
         refuse_other_settings(ckpt_dir / "baco.npz", config.codesign, network, hardware)
     _writable(out, ckpt_dir)
+    sim_cache = ckpt_dir / SIM_CACHE
+    if resume and (reused := DEFAULT_CACHE.load(sim_cache)):
+        _say(f"{reused} simulated layers reused from {sim_cache}", progress)
 
     _say(f"[bold]baco run[/] {config.name}: {network.name}, {network.unique_layers} unique "
          f"layers, budget {config.codesign.budget_samples} samples -> {out}", progress)
@@ -309,6 +316,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
         _say(f"[yellow]warning:[/] {message}", progress)
     _say(f"baco: EDP {result.edp:.4g} on the {yardstick_name(config.codesign)} "
          f"({result.samples} samples)", progress)
+    DEFAULT_CACHE.save(sim_cache)     # what the final pick simulated survives an interruption
 
     found: dict[str, CodesignResult] = {}
     for spec in config.baselines:
@@ -324,6 +332,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
         found[label] = _run_baseline(label, registry[spec.name], network, options, config,
                                      baseline_hardware(config, result), progress)
         write_atomic(path, found[label].to_json())
+        DEFAULT_CACHE.save(sim_cache)
         _say(f"{label}: EDP {found[label].edp:.4g} on the {BASELINE_YARDSTICK}, its own "
              f"objective ({found[label].samples} samples)", progress)
 
@@ -332,6 +341,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
         _say(f"{name}: judging its design on the three yardsticks (simulating "
              f"{len(res.layers)} layers)", progress)
         judged[name] = judge(res, config)
+        DEFAULT_CACHE.save(sim_cache)
     document = results_document(config, result, found, judged)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))

@@ -70,10 +70,8 @@ True
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -95,6 +93,7 @@ from accel.sim import (
 )
 from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
 from baco.rounding import common_score
+from baco.sim_cache import DEFAULT_CACHE, SimCache
 from perfmodels.accesses import Accesses
 from perfmodels.aware import array_axes
 from perfmodels.energy import Energy, area_mm2, energy, energy_by_event
@@ -209,52 +208,6 @@ class Yardsticks:
 
 
 # --------------------------------------------------------------------------- cache
-class SimCache:
-    """In-process memo of simulated layers: key -> `TraceCounts`, least recently used out.
-
-    ``hits``/``misses`` count lookups (a miss is one lowering and one simulation).
-    ``maxsize=0`` caches nothing.
-    """
-
-    def __init__(self, maxsize: int = 4096) -> None:
-        self.maxsize = int(maxsize)
-        self._data: collections.OrderedDict[Hashable, TraceCounts] = collections.OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: Hashable) -> TraceCounts | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key: Hashable, value: TraceCounts) -> None:
-        if self.maxsize <= 0:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-DEFAULT_CACHE = SimCache()
-"""The process-wide cache `yardsticks` and `simulate_design` use unless given one."""
-
-
 def cache_key(layer: Layer, mapping: Mapping, hw: HardwareConfig,
               timing_table: TimingTable | None = None) -> tuple:
     """The cache key of one simulated layer: the loop nest (`Layer` equality ignores name and

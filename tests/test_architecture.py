@@ -53,7 +53,7 @@ BACO_LAYERS = (
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
      "program_validation", "rtl_validation", "objective", "rounding_factors",
      "rounding_hardware", "rounding_repair", "rounding_area", "rounding_score", "verdict",
-     "final_pick", "export"},
+     "final_pick", "export", "sim_cache"},
     {"search"},  # the baselines and what every gradient search shares (start points)
     {"codesign_loop", "codesign_problem", "codesign_ledger", "codesign_starts", "codesign_refine",
      "codesign_sim", "codesign_state"},  # BACO's search loop

@@ -208,3 +208,20 @@ def test_a_baseline_cut_short_is_flagged_in_results_and_summary(first):
     doc["baselines"]["dosa"]["warnings"] = [warning]
     assert any(line.strip().startswith("warning: dosa drew 3 of its 7 starts")
                for line in summary_lines(doc))
+
+
+def test_a_resumed_run_judges_without_simulating_again(first, tmp_path):
+    from baco.final_pick import judge_result
+    from baco.sim_cache import DEFAULT_CACHE, SimCache
+    from baco.simulate import load_result
+
+    saved = first / "checkpoint" / "sim_cache.pkl"
+    DEFAULT_CACHE.clear()
+    assert DEFAULT_CACHE.load(saved) > 0
+    doc = json.loads((first / "results.json").read_text())
+    judged = judge_result(load_result(first / "results.json"))
+    assert DEFAULT_CACHE.misses == 0 and DEFAULT_CACHE.hits > 0
+    assert judged.simulated.edp == doc["yardsticks"]["simulated"]["edp"]
+    # a file that is not a cache adds nothing (its layers are simulated again)
+    (tmp_path / "other.pkl").write_bytes(b"not a pickle")
+    assert SimCache().load(tmp_path / "other.pkl") == 0
