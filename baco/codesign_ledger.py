@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,13 +28,25 @@ class Ledger:
     """Functions of a `SearchState`'s ledger: charge samples, take a better design (offering
     every scored design to the ``sim_hybrid`` learner), keep the `top_k` best for the final
     pick, note the history, warn. It holds the learner and the run's clock: the seconds run
-    before this process (a resumed run's), plus this process's."""
+    before this process (a resumed run's), plus this process's.
+
+    The history's best EDP never rises: each point is on one yardstick for the whole run. The
+    search's own EDPs are, except with ``sim_hybrid``, whose model is refit at every
+    simulation round, so that the best design rescored on the new model can score worse
+    than the old best did on the old one. There `history_score` (the analytic model, which
+    the residual corrects and which does not change) scores each new best, and a point is
+    noted only when it beats the history's last: the history is the best, on that fixed
+    yardstick, of the designs the search held as its best (`baco.progress.history_yardstick`
+    names it). One fixed yardstick, rather than a yardstick per point, keeps every reader of
+    the history (``best_edp_at``, the convergence plots) a plain running minimum."""
 
     def __init__(self, learner: Any = None, seconds_before: float = 0.0,
-                 top_k: int = DEFAULT_TOP_K) -> None:
+                 top_k: int = DEFAULT_TOP_K,
+                 history_score: Callable[[Design], float] | None = None) -> None:
         self.learner = learner            # a baco.sim_hybrid.SimLearner with sim_hybrid
         self.seconds_before = seconds_before
         self.top_k = top_k
+        self.history_score = history_score
         self.started = time.perf_counter()
 
     def seconds(self) -> float:
@@ -70,9 +83,13 @@ class Ledger:
         return state
 
     def note(self, state: SearchState) -> SearchState:
-        """Record the best EDP now in the history."""
+        """Record the best EDP now in the history (on its fixed yardstick, if lower there)."""
         ledger = state.ledger
-        point = (ledger.samples, self.seconds(), ledger.best_edp)
+        edp = (ledger.best_edp if self.history_score is None
+               else self.history_score(ledger.best))
+        if ledger.history and not edp < ledger.history[-1][2]:
+            return state
+        point = (ledger.samples, self.seconds(), float(edp))
         return state.replace(ledger=ledger.replace(history=ledger.history + (point,)))
 
     @staticmethod

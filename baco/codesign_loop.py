@@ -60,12 +60,12 @@ from baco.codesign_starts import StartSlots
 from baco.codesign_state import LedgerState, RefineState, SearchState, SlotsState
 from baco.config import CodesignConfig
 from baco.objective import load_predictor, objective
-from baco.progress import Progress, yardstick_name
+from baco.progress import Progress, history_yardstick
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.search import base_hardware, resolve_network
 from baco.topk import DEFAULT_TOP_K, design_key
 from perfmodels.energy import check_area_budget
-from perfmodels.score import plain_edp
+from perfmodels.score import network_edp, plain_edp
 from workloads.errors import ConfigError, InfeasibleError
 from workloads.network import Network
 
@@ -155,13 +155,20 @@ class _Search:
         hybrid = load_predictor(config, hw.template_spec)
         learner, reserve = sim_learner(net, hw, config, hybrid)
         self.problem = CodesignProblem(net, hw, config, hybrid, analytic=objective)
-        self.ledger = Ledger(learner, top_k=top_k)
+        self.ledger = Ledger(learner, top_k=top_k,
+                             history_score=None if learner is None else self._analytic_edp)
         self.budget = config.budget_samples - reserve
         self.descent_budget = round(self.budget * (1.0 - config.refine_fraction))
         self.slots = StartSlots(self.problem, self.ledger, self.descent_budget)
         self.refinement = Refinement(self.problem, self.ledger)
         self.sim = (None if learner is None
                     else SimRounds(learner, self.problem, self.ledger, self.budget))
+
+    def _analytic_edp(self, design: Design) -> float:
+        """`design`'s EDP on the analytic model (no residual): the fixed yardstick of a
+        ``sim_hybrid`` run's history, whose own model changes at every simulation round."""
+        metrics = self.problem.rounder.analytic_score([design])
+        return float(network_edp(metrics, self.problem.counts)[0][0])
 
     def start(self) -> SearchState:
         """The state before the first round."""
@@ -278,9 +285,16 @@ class _Search:
                               seed=self.config.seed, extra=extra)
 
 
+def _history_best(state: SearchState) -> float:
+    """The best EDP of the run's history (what its progress shows): the search's own best,
+    except with ``sim_hybrid`` (`history_yardstick`)."""
+    history = state.ledger.history
+    return history[-1][2] if history else float("inf")
+
+
 def codesign(network: Network | str, template: str = "gemmini",
              config: CodesignConfig | None = None, *, hardware: HardwareConfig | None = None,
-             progress: bool = False, checkpoint: str | os.PathLike | None = None,
+             progress: bool | Progress = False, checkpoint: str | os.PathLike | None = None,
              resume: bool = False, on_round: Callable[[RoundInfo], None] | None = None,
              top_k: int = DEFAULT_TOP_K) -> CodesignResult:
     """Co-design an accelerator of `template` and every layer's program for `network`.
@@ -291,7 +305,8 @@ def codesign(network: Network | str, template: str = "gemmini",
       config: the search's hyperparameters (`CodesignConfig`).
       hardware: base hardware; its template and fixed fields (word widths; DRAM bandwidth
         unless ``free``) are kept, and in ``fixed`` mode it is the hardware.
-      progress: show a progress bar (rich) on stderr.
+      progress: show progress on stderr (`baco.progress`): True for a display of its own, or
+        a run's `Progress` to show it as one of its phases.
       checkpoint: ``.npz`` path written every ``config.checkpoint_every`` rounds and at the end.
       resume: continue from `checkpoint` if it exists (same config required).
       on_round: called after every round with a `RoundInfo`.
@@ -316,22 +331,26 @@ def codesign(network: Network | str, template: str = "gemmini",
     ckpt = pathlib.Path(checkpoint) if checkpoint is not None else None
     resumed = resume and ckpt is not None and ckpt.exists()
     state = (search.resume(load_checkpoint(ckpt), str(ckpt)) if resumed else search.start())
-    yardstick = yardstick_name(config)
-    bar = Progress(config.budget_samples, enabled=progress, label="baco", yardstick=yardstick,
-                   completed=state.ledger.samples, best_edp=state.ledger.best_edp)
+    shown = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
+    yardstick = history_yardstick(config)
+    shown.phase("search baco", config.budget_samples, completed=state.ledger.samples,
+                best_edp=_history_best(state), yardstick=yardstick,
+                before_update="compiling baco")
     if resumed:
-        bar.note(f"baco: resuming from {ckpt}: round {state.round}, {state.ledger.samples} of "
-                 f"{config.budget_samples} samples done, best EDP {state.ledger.best_edp:.4g} "
-                 f"({yardstick})" if state.ledger.samples else f"baco: resuming from {ckpt}")
+        shown.note(f"baco: resuming from {ckpt}: round {state.round}, {state.ledger.samples} "
+                   f"of {config.budget_samples} samples done, best EDP "
+                   f"{_history_best(state):.4g} ({yardstick})" if state.ledger.samples
+                   else f"baco: resuming from {ckpt}")
     try:
         while not state.done:
             state = search.step_round(state)
-            bar.update(state.ledger.samples, state.ledger.best_edp)
+            shown.update(state.ledger.samples, _history_best(state))
             if ckpt is not None and (state.done or state.round % config.checkpoint_every == 0):
                 save_checkpoint(ckpt, search.checkpoint(state))
             if on_round is not None:
                 on_round(RoundInfo(state.round, state.ledger.samples, config.budget_samples,
                                    state.ledger.best_edp, search.ledger.seconds()))
     finally:
-        bar.close()
+        if shown is not progress:
+            shown.close()
     return search.result(state)

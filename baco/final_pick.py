@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 from accel.design import design_of
 from baco.config import FinalPickConfig
 from baco.fusion import fused_chains
+from baco.progress import Progress
 from baco.result import CodesignResult
 from baco.yardsticks import Yardsticks, cache_key, yardsticks
 from workloads.errors import InfeasibleError, TraceError, UnsupportedOpError
@@ -34,15 +36,17 @@ __all__ = ["final_pick", "judge_result"]
 
 
 def judge_result(result: CodesignResult, sram_step_kb: float = 1.0,
-                 area_budget_mm2: float | None = None) -> Yardsticks:
+                 area_budget_mm2: float | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> Yardsticks:
     """Any search's design on the three yardsticks (`baco.yardsticks`), by the same code for
     every method and within `area_budget_mm2`; simulated layers are cached, so a design judged
-    twice is simulated once."""
+    twice is simulated once. ``progress(done, total, layer_name)`` follows the simulation
+    (`baco.progress.Progress.layer`)."""
     design = design_of(result.hardware, [r.mapping for r in result.layers])
     layers = [r.layer for r in result.layers]
     return yardsticks(layers, [r.count for r in result.layers], design,
                       sram_step_kb=sram_step_kb, area_budget_mm2=area_budget_mm2,
-                      fused=fused_chains(result.extra, layers))
+                      fused=fused_chains(result.extra, layers), progress=progress)
 
 
 def _recorded(result: CodesignResult, **facts: Any) -> CodesignResult:
@@ -50,11 +54,12 @@ def _recorded(result: CodesignResult, **facts: Any) -> CodesignResult:
 
 
 def final_pick(result: CodesignResult, settings: FinalPickConfig, *,
-               sram_step_kb: float = 1.0, area_budget_mm2: float | None = None
-               ) -> CodesignResult:
+               sram_step_kb: float = 1.0, area_budget_mm2: float | None = None,
+               progress: Progress | None = None, label: str | None = None) -> CodesignResult:
     """`result`'s pick by `settings` (see the module doc): the candidate of lowest simulated
     EDP, with the search's samples, history and the simulated layers' cost; a result already
-    picked is returned as it is."""
+    picked is returned as it is. `progress` shows each candidate's simulation as a phase,
+    ``final pick LABEL i/k`` (`label`: default the result's method)."""
     if "final_pick" in result.extra:
         return result
     if settings.mode == "none":
@@ -68,9 +73,14 @@ def final_pick(result: CodesignResult, settings: FinalPickConfig, *,
     edps: list[float | None] = []
     seen: set[tuple] = set()
     why = ""
-    for cand in candidates:
+    for i, cand in enumerate(candidates):
+        layer = None
+        if progress is not None:
+            progress.phase(f"final pick {label or result.method} {i + 1}/{len(candidates)}",
+                           len(cand.layers), unit="layers")
+            layer = progress.layer
         try:
-            simulated = judge_result(cand, sram_step_kb, area_budget_mm2)
+            simulated = judge_result(cand, sram_step_kb, area_budget_mm2, progress=layer)
         except (InfeasibleError, UnsupportedOpError, TraceError) as exc:
             simulated, why = None, str(exc)
         else:

@@ -9,8 +9,10 @@ atomically and only once everything has succeeded:
 * ``DIR/results.json``: ``{"edp", "latency_cycles", "energy_pj", "samples", "hardware",
   "layers": [...], "history": [...], "final_pick", "final_pick_candidates",
   "baselines": {LABEL: {"edp", "samples", "final_pick", "final_pick_candidates", ...}}, ...}``;
-* ``DIR/history.csv``: ``method, samples, seconds, best_edp`` -- the best EDP against samples and
-  against wall-clock seconds, for the co-design and every baseline.
+* ``DIR/history.csv``: ``method, samples, seconds, best_edp, yardstick`` -- the best EDP
+  against samples and against wall-clock seconds since the search began, for the co-design and
+  every baseline, each on the yardstick named (fixed for a method's whole history, so its best
+  EDP never rises: `baco.codesign_ledger.Ledger`).
 * with ``emit_kernels``, ``DIR/kernels/NN_LAYER.py``: each unique layer's block-DSL kernel for
   the co-designed hardware and mapping (`baco.dsl.emit`).
 
@@ -60,7 +62,7 @@ from accel.arch import HardwareConfig
 from baco import verdict
 from baco.config import ExperimentConfig
 from baco.final_pick import final_pick, judge_result
-from baco.progress import yardstick_name
+from baco.progress import Progress, history_yardstick, yardstick_name
 from baco.report import PLOTS, REPORT_FILES, write_report
 from baco.result import CodesignResult
 from baco.sim_cache import DEFAULT_CACHE
@@ -88,24 +90,27 @@ def baselines() -> dict[str, Callable[..., CodesignResult]]:
     return dict(BASELINES)
 
 
-def _say(message: str, enabled: bool) -> None:
-    if enabled:
-        from rich.console import Console
-        Console(stderr=True).print(message, highlight=False)
+def _say(message: str, shown: Progress) -> None:
+    """A message among the run's progress (`baco.progress.Progress.note`)."""
+    shown.note(message)
 
 
-def judge(result: CodesignResult, config: ExperimentConfig) -> Yardsticks:
+def judge(result: CodesignResult, config: ExperimentConfig,
+          progress: Callable[[int, int, str], None] | None = None) -> Yardsticks:
     """Any search's design on the three yardsticks (`baco.final_pick.judge_result`, which the
-    final pick simulates its candidates with), within the run's area budget."""
+    final pick simulates its candidates with), within the run's area budget; `progress`
+    follows the simulation layer by layer."""
     return judge_result(result, config.codesign.sram_step_kb,
-                        config.codesign.area_budget_mm2)
+                        config.codesign.area_budget_mm2, progress=progress)
 
 
-def pick(result: CodesignResult, config: ExperimentConfig) -> CodesignResult:
+def pick(result: CodesignResult, config: ExperimentConfig, shown: Progress | None = None,
+         label: str | None = None) -> CodesignResult:
     """What every search of the run returns (`baco.final_pick`, by ``config.final_pick``):
     the simulator's pick of its top designs, or its own best."""
     return final_pick(result, config.final_pick, sram_step_kb=config.codesign.sram_step_kb,
-                      area_budget_mm2=config.codesign.area_budget_mm2)
+                      area_budget_mm2=config.codesign.area_budget_mm2, progress=shown,
+                      label=label)
 
 
 def _yardstick_entries(judged: Yardsticks) -> dict[str, dict[str, Any] | None]:
@@ -161,10 +166,8 @@ def baseline_hardware(config: ExperimentConfig, baco: CodesignResult) -> Hardwar
 
 
 def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, options: dict,
-                  config: ExperimentConfig, hardware: HardwareConfig, progress: bool
+                  config: ExperimentConfig, hardware: HardwareConfig, progress: Progress
                   ) -> CodesignResult:
-    from baco.progress import Progress
-
     kwargs = {"budget_samples": config.codesign.budget_samples, "seed": config.codesign.seed}
     kwargs.update(options)
     params = inspect.signature(fn).parameters
@@ -179,14 +182,11 @@ def _run_baseline(name: str, fn: Callable[..., CodesignResult], network: Any, op
         inspect.signature(fn).bind(network, **kwargs)
     except TypeError as exc:
         raise ConfigError(f"{config.source}: baselines: {name}: {exc}") from None
-    bar = Progress(kwargs["budget_samples"], enabled=progress and "progress" in params,
-                   label=name, yardstick=BASELINE_YARDSTICK)
-    if bar.bar is not None:
-        kwargs["progress"] = bar.update
-    try:
-        return pick(fn(network, **kwargs), config)
-    finally:
-        bar.close()
+    progress.phase(f"search {name}", kwargs["budget_samples"], yardstick=BASELINE_YARDSTICK,
+                   before_update=f"compiling {name}")
+    if "progress" in params:
+        kwargs["progress"] = progress.update
+    return pick(fn(network, **kwargs), config, progress, name)
 
 
 def output_dir(config: ExperimentConfig, out_dir: str | os.PathLike | None) -> pathlib.Path:
@@ -274,6 +274,17 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     Returns:
       The results document written to ``results.json``.
     """
+    shown = Progress(enabled=progress)
+    try:
+        return _run_experiment(config_path, out_dir, resume, shown, emit_kernels, overrides,
+                               force)
+    finally:
+        shown.close()
+
+
+def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None,
+                    resume: bool, progress: Progress, emit_kernels: bool,
+                    overrides: Sequence[str], force: bool) -> dict[str, Any]:
     from baco.codesign_loop import codesign, refuse_other_settings
     from baco.networks import load_network
 
@@ -311,7 +322,7 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
          f"layers, budget {config.codesign.budget_samples} samples -> {out}", progress)
     result = pick(codesign(network, config=config.codesign, hardware=hardware,
                            progress=progress, checkpoint=ckpt_dir / "baco.npz", resume=resume,
-                           top_k=config.final_pick.top_k), config)
+                           top_k=config.final_pick.top_k), config, progress, "baco")
     for message in result.extra.get("warnings", []):
         _say(f"[yellow]warning:[/] {message}", progress)
     _say(f"baco: EDP {result.edp:.4g} on the {yardstick_name(config.codesign)} "
@@ -338,15 +349,14 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
 
     judged = {}
     for name, res in [("baco", result), *found.items()]:
-        _say(f"{name}: judging its design on the three yardsticks (simulating "
-             f"{len(res.layers)} layers)", progress)
-        judged[name] = judge(res, config)
+        progress.phase(f"judging {name}", len(res.layers), unit="layers")
+        judged[name] = judge(res, config, progress.layer)
         DEFAULT_CACHE.save(sim_cache)
     document = results_document(config, result, found, judged)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
     write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
-    write_atomic(out / HISTORY, history_csv(result, found))
+    write_atomic(out / HISTORY, history_csv(result, found, history_yardstick(config.codesign)))
     write_report(out / RESULTS)
     if emit_kernels:
         written, skipped = write_kernels(result, out / KERNELS_DIR)
@@ -399,7 +409,8 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
     each baseline's) splits the simulated figures by layer and padded-MAC assumption, and a
     baseline's ``verdict`` takes its ratio to BACO apart (`baco.verdict`). ``final_pick`` and
     ``final_pick_candidates`` (top level and each baseline) say how the design was picked
-    (`baco.final_pick`; the details in ``extra``).
+    (`baco.final_pick`; the details in ``extra``). ``history_yardstick`` (top level and each
+    baseline) names what ``history``'s best EDPs are measured on.
     `judged` holds the methods' `Yardsticks` if already computed (by label, ``"baco"`` for
     the co-design).
     """
@@ -429,7 +440,7 @@ def results_document(config: ExperimentConfig, result: CodesignResult,
         doc.update({k: v for k, v in figures(mine).items()
                     if k in ("edp", "latency_cycles", "energy_pj")})
     doc["history"] = _history(result)
-    doc["history_yardstick"] = yardstick_name(config.codesign)
+    doc["history_yardstick"] = history_yardstick(config.codesign)
     doc["name"] = config.name
     doc["edp_yardstick"] = headline
     doc["layers_yardstick"] = model
@@ -480,13 +491,18 @@ def _pick_facts(result: CodesignResult) -> dict[str, Any]:
             "final_pick_candidates": result.extra.get("final_pick_candidates", 1)}
 
 
-def history_csv(result: CodesignResult, found: dict[str, CodesignResult]) -> str:
+def history_csv(result: CodesignResult, found: dict[str, CodesignResult],
+                yardstick: str) -> str:
+    """``method, samples, seconds, best_edp, yardstick`` rows: the co-design's history
+    (`result`, on `yardstick`: `baco.progress.history_yardstick`), then each baseline's (on
+    `BASELINE_YARDSTICK`); ``seconds`` are wall seconds since that search began."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["method", "samples", "seconds", "best_edp"])
+    writer.writerow(["method", "samples", "seconds", "best_edp", "yardstick"])
     for name, res in [("baco", result), *found.items()]:
+        on = yardstick if name == "baco" else BASELINE_YARDSTICK
         for h in res.history:
-            writer.writerow([name, h.samples, f"{h.seconds:.3f}", repr(h.best_edp)])
+            writer.writerow([name, h.samples, f"{h.seconds:.3f}", repr(h.best_edp), on])
     return buffer.getvalue()
 
 

@@ -460,6 +460,8 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
             found[b] = hit
     total = len(layers)
     done = len(found)
+    if progress is not None and found:
+        progress(done, total, "simulated before, reused")
     if missing:
         jobs = (_prepare(tuple(idx), layers[idx[0]], mappings[idx[0]], hw, sram_step_kb,
                          max_instructions) for idx in missing.values())

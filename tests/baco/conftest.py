@@ -12,12 +12,28 @@ TINY = Path(__file__).parent / "data" / "tiny.yaml"
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """The folder of one `baco run` of ``data/tiny.yaml`` (a 5-GEMM BERT, DOSA-style beside):
-    shared, read-only, by every test that reads a finished run."""
+    shared, read-only, by every test that reads a finished run. Its progress went to a stderr
+    that is not a terminal, kept beside the folder (`tiny_run_stderr`)."""
+    import io
+    import sys
+
     from baco.cli import main
 
-    out = tmp_path_factory.mktemp("tiny_run")
-    assert main(["run", str(TINY), "--out", str(out), "--quiet"]) == 0
+    out = tmp_path_factory.mktemp("tiny_run") / "run"
+    stream = io.StringIO()
+    saved, sys.stderr = sys.stderr, stream
+    try:
+        assert main(["run", str(TINY), "--out", str(out)]) == 0
+    finally:
+        sys.stderr = saved
+    (out.parent / "stderr.txt").write_text(stream.getvalue())
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_run_stderr(tiny_run) -> list[str]:
+    """The lines `tiny_run`'s progress wrote."""
+    return (tiny_run.parent / "stderr.txt").read_text().splitlines()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from baco.codesign_ledger import Ledger
 from baco.codesign_state import LedgerState
 from baco.config import ExperimentConfig, FinalPickConfig
 from baco.final_pick import final_pick, judge_result
+from baco.progress import Progress
 from baco.result import CodesignResult
 from baco.run import _run_baseline, baselines
 from baco.topk import design_key, offer
@@ -137,7 +138,8 @@ def test_a_run_hands_its_top_k_to_the_search_and_picks_by_the_config(mode):
     result = _run_baseline("random", baselines()["random"], NET, {"mappings_per_hw": 20},
                            dataclasses.replace(config, codesign=config.codesign.replace(
                                budget_samples=60, seed=0)),
-                           HardwareConfig.preset("gemmini_default"), progress=False)
+                           HardwareConfig.preset("gemmini_default"),
+                           progress=Progress(enabled=False))
     assert result.extra["final_pick"] == mode
     assert result.extra["final_pick_candidates"] == (2 if mode == "simulated" else 1)
     assert (result.samples > 60) == (mode == "simulated")

@@ -25,8 +25,15 @@ def run(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def first(tiny_run):
-    return tiny_run
+def first_run(tiny_run, tiny_run_stderr):
+    """The tiny experiment, its progress on a stderr that is not a terminal: its folder and
+    what it wrote there."""
+    return tiny_run, tiny_run_stderr
+
+
+@pytest.fixture(scope="module")
+def first(first_run):
+    return first_run[0]
 
 
 def test_run_writes_config_results_and_history(first):
@@ -74,10 +81,32 @@ def test_run_writes_config_results_and_history(first):
     assert doc["yardsticks"]["simulated"]["latency_cycles"] == pytest.approx(sum(
         row["count"] * row["cycles"] for row in doc["simulated_layers"]))
     rows = list(csv.DictReader((first / "history.csv").open()))
-    assert {r["method"] for r in rows} == {"baco", "dosa"}
-    assert all(float(r["seconds"]) >= 0 and float(r["best_edp"]) > 0 for r in rows)
+    assert {(r["method"], r["yardstick"]) for r in rows} == {
+        ("baco", "instruction-aware model"), ("dosa", "plain model")}
+    assert (doc["history_yardstick"], dosa["history_yardstick"]) == (
+        "instruction-aware model", "plain model")
+    for method in ("baco", "dosa"):          # the best never rises; seconds since the start
+        best = [float(r["best_edp"]) for r in rows if r["method"] == method]
+        seconds = [float(r["seconds"]) for r in rows if r["method"] == method]
+        assert best and all(0 < b < a for a, b in zip(best, best[1:]))
+        assert all(b >= a >= 0 for a, b in zip(seconds, seconds[1:]))
     written = ExperimentConfig.from_dict(yaml.safe_load((first / "config.yaml").read_text()))
     assert written.codesign == ExperimentConfig.load(TINY).codesign
+
+
+def test_off_a_terminal_the_run_writes_plain_timestamped_phase_lines(first_run):
+    _, lines = first_run
+    stamped = re.compile(r"\[\d\d:\d\d:\d\d \+\d+(m\d\ds|s|h\d\dm)\] ")
+    ours = [line for line in lines if "phase: " in line or line.startswith("[")]
+    assert ours and all(stamped.match(line) for line in ours)
+    assert not any("\x1b" in line for line in ours)        # no terminal control codes
+    phases = [line.split("phase: ")[1].split("  ")[0] for line in ours if "phase: " in line]
+    for phase in ("compiling baco", "search baco", "compiling dosa", "search dosa",
+                  "final pick baco 1/", "final pick dosa 1/", "judging baco", "judging dosa"):
+        assert any(p.startswith(phase) for p in phases), phase
+    assert any(re.search(r"phase: final pick baco 1/\d+  \[\d/5\] \S", line) for line in ours)
+    assert any(re.search(r"phase: search baco  samples \d+/180  best EDP \S+ "
+                         r"\(instruction-aware model\)  elapsed \d+ s", line) for line in ours)
 
 
 def test_same_seed_gives_an_identical_results_json(first, tmp_path):

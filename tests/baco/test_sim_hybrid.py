@@ -21,6 +21,7 @@ from baco.search.gemmini_tiler import gemmini_default
 from baco.sim_hybrid import SimLearner
 from baco.yardsticks import simulate_design
 from perfmodels.atformer.features import tokens_of
+from perfmodels.score import network_edp
 from workloads.errors import ConfigError
 
 TINY = ExperimentConfig.load(Path(__file__).parent / "data" / "tiny.yaml")
@@ -48,6 +49,19 @@ def test_the_final_design_is_the_best_simulated_one(reference):
     model = np.array([r.latency_cycles for r in reference.layers])
     sim = np.array([x.cycles for x in per_layer], np.float64)
     assert np.mean(np.abs(model / sim - 1)) < 0.25
+
+
+@pytest.mark.slow
+def test_the_history_is_on_the_analytic_model_and_never_rises(reference):
+    """The refits change the search's own model; its history stays on the analytic one."""
+    best = [h.best_edp for h in reference.history]
+    assert len(best) > 1 and all(b < a for a, b in zip(best, best[1:]))
+    rounder = Rounder(HardwareConfig.preset(TINY.hardware), NET.layers,
+                      aware=CFG.instruction_aware, sram_step_kb=CFG.sram_step_kb)
+    design = design_of(reference.hardware, [r.mapping for r in reference.layers])
+    final, _, _ = network_edp(rounder.analytic_score([design]), NET.counts)
+    # the final design was the search's best once: the history's best is at most its EDP
+    assert best[-1] <= float(final[0]) * (1 + 1e-9)
 
 
 @pytest.mark.slow
