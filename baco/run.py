@@ -233,9 +233,11 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
       The results document written to ``results.json``.
     """
     from baco.codesign_loop import codesign
+    from baco.compile_cache import enable
     from baco.networks import load_network
     from baco.progress import yardstick_name
 
+    enable()        # JAX's persistent compilation cache (`baco.compile_cache`)
     config = ExperimentConfig.load(config_path, overrides)
     registry = baselines()
     for i, spec in enumerate(config.baselines):
