@@ -344,6 +344,8 @@ def entry() -> None:
     """The console script. After an interrupt it leaves at once, without the interpreter's
     teardown: JAX's runtime threads may still be busy with the work just abandoned, and
     tearing the interpreter down under them can crash the process."""
+    from baco.compile_cache import enable
+    enable()        # JAX's persistent compilation cache (`baco.compile_cache`)
     code = main()
     if code > 128:
         # What the interpreter's exit would release and the work no longer needs: worker

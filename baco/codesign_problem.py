@@ -1,7 +1,7 @@
 """What one BACO co-design run (`baco.codesign_loop`) searches: the layers and their counts,
 the rounder that makes and scores designs, the relaxed space and the descent's settings. The
-rounder and the settings are replaced when ``sim_hybrid`` fine-tunes its model, so the parts of
-the run read them from here each time."""
+rounder and the hybrid model are replaced when ``sim_hybrid`` fine-tunes its model, so the parts
+of the run read them from here each time."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from accel.arch import HardwareConfig
 from accel.mapping import Mapping
 from baco.config import CodesignConfig
 from baco.importance import ImportanceConfig, ImportanceScheduler
-from baco.objective import FusionTerm, HybridObjective, Settings, exact_residual, objective
+from baco.objective import FusionTerm, Settings, exact_residual, objective
 from baco.padding import search_layer
 from baco.rounding import Rounder
 from perfmodels import relax
@@ -35,8 +35,8 @@ TWO_STAGES_LOGIT = float(np.log(1.0 / 3.0) - np.log(2.0 / 3.0))
 class CodesignProblem:
     """The network, base hardware and config of a run, and what they define: the searched
     layers, the `Rounder`, the `relax.RelaxSpace`, the descent's `Settings` and the random key
-    every start and refinement round folds its own from. Without a hybrid model, descent
-    follows `analytic` (`baco.objective.objective`)."""
+    every start and refinement round folds its own from. Descent follows `analytic`
+    (`baco.objective.objective`), given `hybrid` (a traced argument) when there is one."""
 
     def __init__(self, net: Network, hw: HardwareConfig, config: CodesignConfig,
                  hybrid: Any, analytic: Callable[..., Any] = objective) -> None:
@@ -70,7 +70,7 @@ class CodesignProblem:
             learning_rate=config.learning_rate, decay_steps=config.steps_per_start,
             lr_final_fraction=config.lr_final_fraction,
             round_steps=min(config.round_every, config.steps_per_start),
-            objective=analytic if hybrid is None else HybridObjective(hybrid),
+            objective=analytic,
             area_budget_mm2=config.area_budget_mm2,
             fusion=self._fusion_terms())
         self.key = jax.random.PRNGKey(config.seed)
@@ -100,9 +100,8 @@ class CodesignProblem:
                      for g in plan.groups)
 
     def use_hybrid(self, hybrid: Any) -> None:
-        """Descend and score with `hybrid` from now on (a new static jit argument: the next
-        round compiles again)."""
+        """Descend and score with `hybrid` from now on (traced, not static: a refit of the
+        same shape reuses the compiled descent and scores)."""
         if hybrid is not None and hybrid is not self.hybrid:
             self.hybrid = hybrid
             self.rounder = self.rounder.replace(residual=exact_residual(hybrid))
-            self.settings = self.settings._replace(objective=HybridObjective(hybrid))

@@ -229,7 +229,8 @@ class StartSlots:
                 chosen[int(s)] = pick
         thetas, opt_states, _, finite = run_round(
             slots.thetas, slots.opt_states, jnp.asarray(masks), jnp.asarray(slots.scales),
-            jnp.asarray(n_steps), problem.space, settings=problem.settings)
+            jnp.asarray(n_steps), problem.space, settings=problem.settings,
+            predictor=problem.hybrid)
         finite = np.asarray(finite)
         scales = slots.scales.copy()
         failed = np.flatnonzero(active & ~finite)

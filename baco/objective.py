@@ -4,7 +4,6 @@ for the hybrid predictors, the surrogate's learned residual."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -16,7 +15,7 @@ from baco.config import CodesignConfig
 from perfmodels import aware as aware_model
 from perfmodels import relax
 
-__all__ = ["FUSE_SOFTNESS", "FusionTerm", "HybridObjective", "Settings", "exact_residual",
+__all__ = ["FUSE_SOFTNESS", "FusionTerm", "Settings", "exact_residual",
            "fused_totals", "load_predictor", "objective"]
 
 
@@ -108,18 +107,6 @@ def objective(theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Sett
         limits=limits, model=functools.partial(aware_model.evaluate, aware=settings.aware),
         infer=functools.partial(aware_model.infer_hw, aware=settings.aware), hybrid=hybrid,
         totals=totals)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class HybridObjective:
-    """`objective` with the hybrid predictor's cycles (hashed by identity: a static jit
-    argument inside `Settings`)."""
-
-    hybrid: Any
-
-    def __call__(self, theta: relax.RelaxedPoint, space: relax.RelaxSpace, settings: Settings
-                 ) -> tuple[Any, tuple[Any, Any]]:
-        return objective(theta, space, settings, self.hybrid)
 
 
 def exact_residual(hybrid: Any) -> Any:

@@ -286,8 +286,10 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
                     resume: bool, progress: Progress, emit_kernels: bool,
                     overrides: Sequence[str], force: bool) -> dict[str, Any]:
     from baco.codesign_loop import codesign, refuse_other_settings
+    from baco.compile_cache import enable
     from baco.networks import load_network
 
+    enable()        # JAX's persistent compilation cache (`baco.compile_cache`)
     config = ExperimentConfig.load(config_path, overrides)
     registry = baselines()
     for i, spec in enumerate(config.baselines):

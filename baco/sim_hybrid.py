@@ -150,7 +150,8 @@ class SimLearner:
 
     def hybrid(self, state: LearnerState) -> Hybrid | None:
         """The `Hybrid` of the state's residual (the same object until the residual is fitted
-        again: a new one makes the search's jitted steps compile again)."""
+        again; a refit has the same shape, so the search's jitted steps do not compile
+        again)."""
         if state.surrogate is None:
             return None
         if self._hybrid is None or self._hybrid.surrogate is not state.surrogate:

@@ -26,14 +26,19 @@ def _free_compiled_programs_when_mappings_run_high():
 @pytest.fixture(autouse=True, scope="session")
 def _compilation_cache(tmp_path_factory):
     """One persistent compilation cache for the run, shared with the processes tests start
-    (`baco run` under signals, reproduce workers): each compiles what the first compiled."""
+    (`baco run` under signals, reproduce workers): each compiles what the first compiled.
+    baco's own default (`baco.compile_cache`) points there too, so no test writes the user's
+    ``~/.cache``."""
     path = str(tmp_path_factory.mktemp("jax-cache"))
-    previous = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    names = ("JAX_COMPILATION_CACHE_DIR", "BACO_CACHE_DIR")
+    previous = {name: os.environ.get(name) for name in names}
+    os.environ.update(dict.fromkeys(names, path))
+    before = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", path)
     yield
-    jax.config.update("jax_compilation_cache_dir", previous)
-    if previous is None:
-        os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
-    else:
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = previous
+    jax.config.update("jax_compilation_cache_dir", before)
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -14,15 +14,15 @@ Backends:
 * ``ray``: one Ray task per case (``num_cpus=1``), at most ``workers`` in flight (default: the
   cluster's CPUs); connects to ``RAY_ADDRESS`` if set, else starts a local Ray.
 
-Each process keeps JAX's persistent compilation cache in ``$BACO_JAX_CACHE`` (default
-``~/.cache/baco/jax``; ``off`` disables it), so a rerun or a second worker does not recompile.
+Each process keeps JAX's persistent compilation cache (`baco.compile_cache`: ``~/.cache/baco/jax``
+by default; ``BACO_JAX_CACHE=off`` disables it), so a rerun or a second worker does not
+recompile.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import pathlib
 import signal
 import sys
 import time
@@ -38,16 +38,9 @@ BACKENDS = ("local", "ray")
 
 
 def setup_process() -> None:
-    """Per-process setup: JAX's persistent compilation cache (see the module doc)."""
-    where = os.environ.get("BACO_JAX_CACHE", str(pathlib.Path.home() / ".cache/baco/jax"))
-    if where.lower() in ("", "0", "off", "none"):
-        return
-    try:
-        import jax
-        jax.config.update("jax_compilation_cache_dir", where)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    except Exception as exc:  # noqa: BLE001 - a cache is an optimization, never a failure
-        print(f"baco: JAX compilation cache off ({exc})", file=sys.stderr)
+    """Per-process setup: JAX's persistent compilation cache (`baco.compile_cache`)."""
+    from baco.compile_cache import enable
+    enable()
 
 
 def _setup_worker() -> None:

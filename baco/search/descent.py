@@ -91,17 +91,21 @@ def scan_starts(step_one: Callable[[Any, Any, Any], tuple[Any, Any]], carry: Any
 
 @functools.partial(fast_jit, static_argnames=("settings",))
 def run_round(thetas: relax.RelaxedPoint, opt_states: Any, masks: Any, scales: Any,
-              n_steps: Any, space: relax.RelaxSpace, settings: Settings
+              n_steps: Any, space: relax.RelaxSpace, settings: Settings, predictor: Any = None
               ) -> tuple[Any, Any, Any, Any]:
-    """``settings.round_steps`` Adam steps of every start (`scan_starts`).
+    """``settings.round_steps`` Adam steps of every start (`scan_starts`) on
+    ``settings.objective``, given `predictor` (a learned cycle model such as
+    `perfmodels.atformer.Hybrid`) as its fourth argument when there is one. The predictor is
+    traced: a refitted one of the same shape reuses the compiled round.
 
     When a start's loss or gradient turns non-finite, it goes back to its last good point --
     the last parameters (and optimizer state) whose loss was finite -- and stops for the
     round. Returns ``(thetas, opt_states, last finite loss [S], finite [S])``.
     """
     opt = make_optimizer(settings)
+    model = () if predictor is None else (predictor,)
     grad_fn = jax.value_and_grad(
-        lambda th: settings.objective(th, space, settings), has_aux=True)
+        lambda th: settings.objective(th, space, settings, *model), has_aux=True)
 
     def one(carry: Any, row: Any, active: Any) -> tuple[Any, Any]:
         theta, state, good, last = carry

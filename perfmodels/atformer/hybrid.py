@@ -51,12 +51,28 @@ from workloads.layer import Layer
 __all__ = ["Hybrid", "load_hybrid"]
 
 
+@jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass(frozen=True, eq=False)
 class Hybrid:
-    """A trained surrogate used as a cycle correction. Hashed by identity, so it can sit in a
-    jit's static arguments (its parameters are then compile-time constants)."""
+    """A trained surrogate used as a cycle correction.
+
+    A pytree: its parameters and feature statistics are traced leaves and only the network's
+    shape (`ModelConfig`) and the template's name are static, so a jitted function given a
+    refitted hybrid of the same shape reuses its compiled code."""
 
     surrogate: _train.Surrogate
+
+    def tree_flatten(self) -> tuple[tuple[Any, Any], tuple[Any, str]]:
+        s = self.surrogate
+        return (s.params, s.stats), (s.config.model, s.template)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple[Any, str], children: tuple[Any, Any]) -> Hybrid:
+        """A hybrid of the same shape: what traced functions read (the model's shape, the
+        template, the leaves), not how it was trained."""
+        model, template = aux
+        params, stats = children
+        return cls(_train.Surrogate(_train.TrainConfig(model=model), params, stats, template))
 
     def log_residual_tokens(self, tok: Tokens) -> Any:
         """``log(hybrid / analytic)`` from tokens ``[..., T, F]`` (pure)."""
@@ -100,7 +116,7 @@ class Hybrid:
         return np.asarray(_residual_grid(self, template, layers, hwps, maps))
 
 
-@functools.partial(fast_jit, static_argnums=(0, 1))
+@functools.partial(fast_jit, static_argnums=(1,))
 def _residual_grid(hybrid: Hybrid, template: Template, layers: LayerArrays, hwps: HwParams,
                    maps: MappingArrays) -> Any:
     per_layer = jax.vmap(lambda hwp, layer, m: hybrid.log_residual(template, layer, hwp, m),
