@@ -81,6 +81,8 @@ def test_a_refitted_hybrid_scores_without_compiling_again():
     assert np.isclose(grid[1, 0], float(one(layer0, hwp1, m10)), rtol=1e-5)
 
 
+@pytest.mark.slow   # compiles BACO's descent step for a hybrid (over a minute of CPU);
+# the scoring test above checks the same traced-parameter path in seconds
 def test_a_refitted_hybrid_descends_without_compiling_again():
     problem = CodesignProblem(NET, HW, TINY.codesign.replace(predictor="sim_hybrid"),
                               _hybrid(1))
