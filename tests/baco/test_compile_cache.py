@@ -82,7 +82,7 @@ def test_a_refitted_hybrid_scores_without_compiling_again():
 
 
 @pytest.mark.slow   # compiles BACO's descent step for a hybrid (over a minute of CPU);
-# the scoring test above checks the same traced-parameter path in seconds
+# the scoring test above checks the hybrid as traced parameters in seconds
 def test_a_refitted_hybrid_descends_without_compiling_again():
     problem = CodesignProblem(NET, HW, TINY.codesign.replace(predictor="sim_hybrid"),
                               _hybrid(1))
