@@ -9,8 +9,14 @@ packages below ``baco`` never pull in the search code.
 
 ``baco.codesign(network, template="gemmini", config=baco.CodesignConfig(...))`` co-designs an
 accelerator and every layer's program (a `baco.CodesignResult`); ``baco.run_experiment(path)``
-runs a config file's co-design and baselines (`baco run`). ``@baco.jit`` and the block-DSL
-primitives (``baco.load``, ``baco.dot``...) come from `baco.dsl`.
+runs a config file's co-design and baselines (`baco run`). ``baco.judge(result)`` scores
+any search's design on the three yardsticks `baco run` reports (plain model, instruction-aware
+model, simulator; `baco.final_pick.judge_result`, a `baco.yardsticks.Yardsticks`).
+``baco.enable_compile_cache()`` turns on JAX's persistent compilation cache
+(`baco.compile_cache.enable`), as `baco run` does, so that a second session loads the compiled
+model instead of compiling it again.
+``@baco.jit`` and the block-DSL primitives (``baco.load``, ``baco.dot``...) come from
+`baco.dsl`.
 """
 
 import importlib
@@ -20,7 +26,9 @@ _EXPORTS = {
     "CodesignResult": ("baco.result", "CodesignResult"),
     "ExperimentConfig": ("baco.config", "ExperimentConfig"),
     "codesign": ("baco.codesign_loop", "codesign"),
+    "enable_compile_cache": ("baco.compile_cache", "enable"),
     "errors": ("baco.errors", None),
+    "judge": ("baco.final_pick", "judge_result"),
     "load_network": ("baco.networks", "load_network"),
     "run_experiment": ("baco.run", "run_experiment"),
     # The block DSL (baco.dsl): @baco.jit kernels and their primitives.
