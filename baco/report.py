@@ -83,13 +83,24 @@ def _history(doc: dict[str, Any], folder: pathlib.Path) -> tuple[Curves, dict[st
     return curves, named
 
 
+def _simulated(entry: dict[str, Any]) -> dict[str, Any]:
+    """A contestant's simulated figures (empty where the simulator could not judge it)."""
+    return entry.get("yardsticks", {}).get("simulated") or {}
+
+
+def _events(doc: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    """Each simulated contestant's energy by event, as ``(label, {event: pJ})``."""
+    out = [(label, _simulated(e).get("energy_pj_by_event")) for label, e in contestants(doc)]
+    return [(label, ev) for label, ev in out if ev]
+
+
 def _contest(doc: dict[str, Any]) -> Section:
     ref = doc["yardsticks"]["simulated"]["edp"] if doc["yardsticks"].get("simulated") else None
     rows = []
     for label, entry in contestants(doc):
         ys = entry.get("yardsticks", {})
         cells = [_g((ys.get(key) or {}).get("edp")) for key, _ in YARDSTICKS]
-        sim = ys.get("simulated") or {}
+        sim = _simulated(entry)
         ratio = ("-" if ref is None or not sim.get("edp") else f"{sim['edp'] / ref:.2f}x")
         rows.append([label, *cells, ratio, _g(sim.get("latency_cycles")),
                      _g(sim.get("energy_pj")), f"{entry.get('area_mm2', 0.0):.2f}",
@@ -110,9 +121,7 @@ def _contest(doc: dict[str, Any]) -> Section:
 
 
 def _energy_by_event(doc: dict[str, Any]) -> Section:
-    entries = [(label, (e.get("yardsticks", {}).get("simulated") or {}).get("energy_pj_by_event"))
-               for label, e in contestants(doc)]
-    entries = [(label, ev) for label, ev in entries if ev]
+    entries = _events(doc)
     events = sorted({k for _, ev in entries for k in ev})
     rows = [[event, *[_g(ev.get(event, 0.0)) for _, ev in entries]] for event in events]
     rows.append(["total", *[_g(sum(ev.values())) for _, ev in entries]])
@@ -256,14 +265,11 @@ def _plots(doc: dict[str, Any], history: Curves) -> dict[str, Any]:
     """Every figure the sections name, by file name."""
     from baco import plots
     figs: dict[str, Any] = {}
-    judged = [(label, e.get("area_mm2", 0.0), (e.get("yardsticks", {}).get("simulated") or {}))
-              for label, e in contestants(doc)]
+    judged = [(label, e.get("area_mm2", 0.0), _simulated(e)) for label, e in contestants(doc)]
     figs["edp_area.png"] = plots.edp_area(
         {label: [(area, sim["edp"], True)] for label, area, sim in judged if sim.get("edp")},
         title="simulated EDP against area")
-    events = [(label, (e.get("yardsticks", {}).get("simulated") or {}).get("energy_pj_by_event"))
-              for label, e in contestants(doc)]
-    events = [(label, ev) for label, ev in events if ev]
+    events = _events(doc)
     names = sorted({k for _, ev in events for k in ev})
     figs["energy_events.png"] = plots.stacked_bars(
         [label for label, _ in events], {n: [ev.get(n, 0.0) for _, ev in events] for n in names},
