@@ -117,7 +117,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     return main_run(args.config, args.out, resume=args.resume, quiet=args.quiet,
                     emit_kernels=args.emit_kernels, overrides=_run_overrides(args),
-                    force=args.force)
+                    force=args.force, profile=args.profile)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -254,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--emit-kernels", action="store_true",
                    help="also write each layer's @baco.jit kernel to DIR/kernels/")
+    p.add_argument("--profile", action="store_true",
+                   help="time the run's phases and JAX's compilations: write DIR/profile.json "
+                   "and DIR/profile.md and print the table (results.json is unchanged)")
     p.set_defaults(func=_cmd_run)
 
     p = commands.add_parser("report", help="write a run's report (report.md, report.html, "

@@ -60,6 +60,7 @@ from baco.codesign_starts import StartSlots
 from baco.codesign_state import LedgerState, RefineState, SearchState, SlotsState
 from baco.config import CodesignConfig
 from baco.objective import load_predictor, objective
+from baco.profile import timed
 from baco.progress import Progress, history_yardstick
 from baco.result import CodesignResult, HistoryPoint, LayerResult
 from baco.search import base_hardware, resolve_network
@@ -181,13 +182,15 @@ class _Search:
     def step_round(self, state: SearchState) -> SearchState:
         """One round of the current phase; done when the budget is spent."""
         if state.phase == "descent":
-            state, stepped = (self.slots.descent_round(state, state.round) if self.config.descent
-                              else self.slots.starts_round(state))
+            with timed("descent round"):
+                state, stepped = (self.slots.descent_round(state, state.round)
+                                  if self.config.descent else self.slots.starts_round(state))
             if stepped:
                 return self._next_round(state)
             state = state.replace(phase="refine")
         if state.ledger.best is not None:
-            state, stepped = self.refinement.round(state, self.budget, state.round)
+            with timed("refinement round"):
+                state, stepped = self.refinement.round(state, self.budget, state.round)
             if stepped:
                 return self._next_round(state)
         if self.sim is not None and state.phase != "final":
@@ -327,7 +330,8 @@ def codesign(network: Network | str, template: str = "gemmini",
     config = config or CodesignConfig()
     net = resolve_network(network)
     hw = base_hardware(template, hardware)
-    search = _Search(net, hw, config, top_k=top_k)
+    with timed("setup"):
+        search = _Search(net, hw, config, top_k=top_k)
     ckpt = pathlib.Path(checkpoint) if checkpoint is not None else None
     resumed = resume and ckpt is not None and ckpt.exists()
     state = (search.resume(load_checkpoint(ckpt), str(ckpt)) if resumed else search.start())
@@ -346,11 +350,13 @@ def codesign(network: Network | str, template: str = "gemmini",
             state = search.step_round(state)
             shown.update(state.ledger.samples, _history_best(state))
             if ckpt is not None and (state.done or state.round % config.checkpoint_every == 0):
-                save_checkpoint(ckpt, search.checkpoint(state))
+                with timed("checkpoint"):
+                    save_checkpoint(ckpt, search.checkpoint(state))
             if on_round is not None:
                 on_round(RoundInfo(state.round, state.ledger.samples, config.budget_samples,
                                    state.ledger.best_edp, search.ledger.seconds()))
     finally:
         if shown is not progress:
             shown.close()
-    return search.result(state)
+    with timed("result"):
+        return search.result(state)

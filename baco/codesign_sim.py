@@ -13,6 +13,7 @@ from baco.codesign_ledger import Ledger
 from baco.codesign_problem import CodesignProblem
 from baco.codesign_state import SearchState, SimRoundsState
 from baco.config import CodesignConfig
+from baco.profile import timed
 from perfmodels.score import network_edp
 from workloads.errors import ConfigError
 from workloads.network import Network
@@ -76,12 +77,18 @@ class SimRounds:
         round, it is the result, each of its layers' programs first chosen by simulation
         among ``sim_polish`` neighbours: `SimLearner.polish`), scored again on the updated
         model."""
+        with timed("sim_hybrid round"):
+            return self._round(state, final)
+
+    def _round(self, state: SearchState, final: bool) -> SearchState:
         learner, problem = self.learner, self.problem
         lstate = state.sim.learner
         pool = [d for _, _, d in lstate.pool]
         if pool:
             analytic = problem.rounder.analytic_score(pool)
-            lstate, cost = learner.simulate_pool(lstate, np.asarray(analytic.cycles, np.float64))
+            with timed("simulating designs"):
+                lstate, cost = learner.simulate_pool(lstate,
+                                                     np.asarray(analytic.cycles, np.float64))
             state = self._with_learner(state, lstate, cost)
         state = self._with_learner(state, learner.fine_tune(lstate))
         self.follow(state)
@@ -89,9 +96,10 @@ class SimRounds:
         record = learner.best(state.sim.learner)
         if final and record is not None and problem.config.sim_polish > 0:
             before = len(state.sim.learner.records)
-            lstate, cost = learner.polish(state.sim.learner, problem.rounder, record,
-                                          np.asarray(problem.space.orders[0, 0]),
-                                          problem.config.sim_polish)
+            with timed("polish"):
+                lstate, cost = learner.polish(state.sim.learner, problem.rounder, record,
+                                              np.asarray(problem.space.orders[0, 0]),
+                                              problem.config.sim_polish)
             state = self._with_learner(state, lstate, cost)
             if len(lstate.records) > before:      # the composed design: learn it too
                 state = self._with_learner(state, learner.fine_tune(lstate))

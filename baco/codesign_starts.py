@@ -16,6 +16,7 @@ from accel.mapping import Mapping
 from baco.codesign_ledger import Ledger
 from baco.codesign_problem import CodesignProblem
 from baco.codesign_state import SearchState, SlotsState
+from baco.profile import timed
 from baco.refine import narrow_moves
 from baco.rounding import Rounder, argmax_orders
 from baco.search import (
@@ -185,7 +186,8 @@ class StartSlots:
                     state = state.replace(slots=state.slots.replace(
                         slot_start=_with(state.slots.slot_start, s, -1)))
                     continue
-                state, theta, opt_state = self.new_start(state, s)
+                with timed("drawing starts"):
+                    state, theta, opt_state = self.new_start(state, s)
                 fresh[s] = theta, opt_state
                 remaining -= cfg.start_mappings + 1
             steps = min(self.problem.settings.round_steps,
@@ -227,11 +229,12 @@ class StartSlots:
                 masks[s] = 0.0
                 masks[s, pick] = 1.0
                 chosen[int(s)] = pick
-        thetas, opt_states, _, finite = run_round(
-            slots.thetas, slots.opt_states, jnp.asarray(masks), jnp.asarray(slots.scales),
-            jnp.asarray(n_steps), problem.space, settings=problem.settings,
-            predictor=problem.hybrid)
-        finite = np.asarray(finite)
+        with timed("gradient steps"):
+            thetas, opt_states, _, finite = run_round(
+                slots.thetas, slots.opt_states, jnp.asarray(masks), jnp.asarray(slots.scales),
+                jnp.asarray(n_steps), problem.space, settings=problem.settings,
+                predictor=problem.hybrid)
+            finite = np.asarray(finite)       # waits for the steps
         scales = slots.scales.copy()
         failed = np.flatnonzero(active & ~finite)
         scales[failed] *= 0.5

@@ -27,6 +27,7 @@ from typing import Any
 from accel.design import design_of
 from baco.config import FinalPickConfig
 from baco.fusion import fused_chains
+from baco.profile import timed
 from baco.progress import Progress
 from baco.result import CodesignResult
 from baco.yardsticks import Yardsticks, cache_key, yardsticks
@@ -80,7 +81,8 @@ def final_pick(result: CodesignResult, settings: FinalPickConfig, *,
                            len(cand.layers), unit="layers")
             layer = progress.layer
         try:
-            simulated = judge_result(cand, sram_step_kb, area_budget_mm2, progress=layer)
+            with timed("final pick"):
+                simulated = judge_result(cand, sram_step_kb, area_budget_mm2, progress=layer)
         except (InfeasibleError, UnsupportedOpError, TraceError) as exc:
             simulated, why = None, str(exc)
         else:

@@ -50,6 +50,7 @@ from baco import (
     rounding_repair,
     rounding_score,
 )
+from baco.profile import timed
 from baco.rounding_factors import argmax_orders, divisors, nearest_divisor
 from perfmodels import aware as aware_model
 from perfmodels.analytic import Metrics, stack_layers
@@ -181,15 +182,17 @@ class Rounder:
         as `perfmodels.relax` stores candidates), continuous stages ``[point, layer, level]``
         and, in ``free`` mode, relaxed DRAM words/cycle ``[point]`` (`round_bandwidth`).
         """
-        temporal, spatial = self.round_factors(log_temporal, log_spatial)
-        if self.aware:
-            self.fill_array(temporal, spatial, any_loop=True)
-        stage = np.clip(np.rint(np.asarray(stages, np.float64)), 1, MAX_STAGES).astype(np.int64)
-        stage[..., -1] = 1
-        order = np.asarray(orders, np.int64)[..., ::-1]
-        bw = None if dram_bw_words is None or self.hw_mode != "free" \
-            else self.round_bandwidth(dram_bw_words)
-        return self.finish(temporal, spatial, order, stage, bw)
+        with timed("rounding"):
+            temporal, spatial = self.round_factors(log_temporal, log_spatial)
+            if self.aware:
+                self.fill_array(temporal, spatial, any_loop=True)
+            stage = np.clip(np.rint(np.asarray(stages, np.float64)), 1,
+                            MAX_STAGES).astype(np.int64)
+            stage[..., -1] = 1
+            order = np.asarray(orders, np.int64)[..., ::-1]
+            bw = None if dram_bw_words is None or self.hw_mode != "free" \
+                else self.round_bandwidth(dram_bw_words)
+            return self._finish(temporal, spatial, order, stage, bw)
 
     def finish(self, temporal: np.ndarray, spatial: np.ndarray, order: np.ndarray,
                stages: np.ndarray, dram_bw_words: Any = None) -> list[Design]:
@@ -197,6 +200,11 @@ class Rounder:
         (or take) the hardware, repair tiles that overflow a bound, and round the hardware.
         `dram_bw_words` ``[point]`` (or one number) is each design's DRAM bandwidth (default:
         the base hardware's)."""
+        with timed("rounding"):
+            return self._finish(temporal, spatial, order, stages, dram_bw_words)
+
+    def _finish(self, temporal: np.ndarray, spatial: np.ndarray, order: np.ndarray,
+                stages: np.ndarray, dram_bw_words: Any) -> list[Design]:
         temporal, spatial, stages = temporal.copy(), spatial.copy(), stages.copy()
         points = temporal.shape[0]
         bws = np.broadcast_to(np.asarray(self.base_hw.dram_bw_words if dram_bw_words is None
@@ -267,19 +275,22 @@ class Rounder:
     def score(self, designs: Sequence[Design]) -> Metrics:
         """Exact metrics ``[design, layer]`` (padded if instruction-aware), as numpy; with a
         `fusion` plan, each design's fused chains folded in (`baco.fusion.FusionPlan.fold`)."""
-        out = self.layer_score(designs)
-        if self.fusion is not None:
-            out = self.fusion.fold(out, [d.hw for d in designs])
+        with timed("exact scoring"):
+            out = rounding_score.layer_score(self, designs)
+            if self.fusion is not None:
+                out = self.fusion.fold(out, [d.hw for d in designs])
         return out
 
     def layer_score(self, designs: Sequence[Design]) -> Metrics:
         """`score` with every layer run on its own (no fusion), its cycles corrected by the
         `residual` if there is one."""
-        return rounding_score.layer_score(self, designs)
+        with timed("exact scoring"):
+            return rounding_score.layer_score(self, designs)
 
     def analytic_score(self, designs: Sequence[Design]) -> Metrics:
         """The model's per-layer scores: no residual, no fusion."""
-        return rounding_score.analytic_score(self, designs)
+        with timed("exact scoring"):
+            return rounding_score.analytic_score(self, designs)
 
     def check(self, design: Design) -> list[Mapping]:
         """The design's mappings, each validated on its hardware (and, if instruction-aware,

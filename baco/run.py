@@ -62,6 +62,7 @@ from accel.arch import HardwareConfig
 from baco import verdict
 from baco.config import ExperimentConfig
 from baco.final_pick import final_pick, judge_result
+from baco.profile import PROFILE_JSON, PROFILE_MD, Profile, profiling, timed
 from baco.progress import Progress, history_yardstick, yardstick_name
 from baco.report import PLOTS, REPORT_FILES, write_report
 from baco.result import CodesignResult
@@ -194,7 +195,8 @@ def output_dir(config: ExperimentConfig, out_dir: str | os.PathLike | None) -> p
     return pathlib.Path(out_dir or config.output or f"experiments/results/{config.name}")
 
 
-OUTPUTS = (CONFIG, RESULTS, HISTORY, CHECKPOINT_DIR, KERNELS_DIR, *REPORT_FILES, *PLOTS)
+OUTPUTS = (CONFIG, RESULTS, HISTORY, CHECKPOINT_DIR, KERNELS_DIR, *REPORT_FILES, *PLOTS,
+           PROFILE_JSON, PROFILE_MD)
 """What a run writes in its folder; ``--force`` removes these and nothing else."""
 
 
@@ -257,7 +259,7 @@ def _writable(out: pathlib.Path, ckpt_dir: pathlib.Path) -> None:
 def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None = None,
                    resume: bool = False, progress: bool = True,
                    emit_kernels: bool = False, overrides: Sequence[str] = (),
-                   force: bool = False) -> dict[str, Any]:
+                   force: bool = False, profile: bool = False) -> dict[str, Any]:
     """Run the experiment of `config_path`; write DIR/config.yaml, results.json, history.csv.
 
     Args:
@@ -270,16 +272,23 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
       emit_kernels: also write the design's kernels to ``DIR/kernels/`` (`write_kernels`).
       overrides: ``KEY=VALUE`` changes to the config (`ExperimentConfig.load`).
       force: overwrite a folder that holds an earlier run (else it is refused).
+      profile: also write where the time went, ``DIR/profile.json`` and ``DIR/profile.md``
+        (`baco.profile`); results.json is the same either way.
 
     Returns:
       The results document written to ``results.json``.
     """
     shown = Progress(enabled=progress)
+    recording = Profile() if profile else None
     try:
-        return _run_experiment(config_path, out_dir, resume, shown, emit_kernels, overrides,
-                               force)
+        with profiling(recording):
+            document = _run_experiment(config_path, out_dir, resume, shown, emit_kernels,
+                                       overrides, force)
     finally:
         shown.close()
+    if recording is not None:
+        recording.write(output_dir(ExperimentConfig.load(config_path, overrides), out_dir))
+    return document
 
 
 def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None,
@@ -304,7 +313,8 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
             raise ConfigError(f"{config.source}: baselines[{i}].options.area_budget_mm2: "
                               f"{spec.name} takes no area budget")
     try:
-        network = load_network(config.network_source(), input_shapes=config.input_shapes)
+        with timed("load network"):
+            network = load_network(config.network_source(), input_shapes=config.input_shapes)
     except BacoError as exc:
         raise type(exc)(f"{config.source}: network: {exc}") from None
     hardware = config.hardware_config()
@@ -322,9 +332,11 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
 
     _say(f"[bold]baco run[/] {config.name}: {network.name}, {network.unique_layers} unique "
          f"layers, budget {config.codesign.budget_samples} samples -> {out}", progress)
-    result = pick(codesign(network, config=config.codesign, hardware=hardware,
-                           progress=progress, checkpoint=ckpt_dir / "baco.npz", resume=resume,
-                           top_k=config.final_pick.top_k), config, progress, "baco")
+    with timed("search baco"):
+        result = pick(codesign(network, config=config.codesign, hardware=hardware,
+                               progress=progress, checkpoint=ckpt_dir / "baco.npz",
+                               resume=resume, top_k=config.final_pick.top_k),
+                      config, progress, "baco")
     for message in result.extra.get("warnings", []):
         _say(f"[yellow]warning:[/] {message}", progress)
     _say(f"baco: EDP {result.edp:.4g} on the {yardstick_name(config.codesign)} "
@@ -342,8 +354,9 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
         options = dict(spec.options)
         if options.get("area_budget_mm2") == "match":
             options["area_budget_mm2"] = config_area_mm2(result.hardware)
-        found[label] = _run_baseline(label, registry[spec.name], network, options, config,
-                                     baseline_hardware(config, result), progress)
+        with timed(f"baseline {label}"):
+            found[label] = _run_baseline(label, registry[spec.name], network, options, config,
+                                         baseline_hardware(config, result), progress)
         write_atomic(path, found[label].to_json())
         DEFAULT_CACHE.save(sim_cache)
         _say(f"{label}: EDP {found[label].edp:.4g} on the {BASELINE_YARDSTICK}, its own "
@@ -352,14 +365,17 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
     judged = {}
     for name, res in [("baco", result), *found.items()]:
         progress.phase(f"judging {name}", len(res.layers), unit="layers")
-        judged[name] = judge(res, config, progress.layer)
+        with timed(f"judge {name}"):
+            judged[name] = judge(res, config, progress.layer)
         DEFAULT_CACHE.save(sim_cache)
-    document = results_document(config, result, found, judged)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
-    write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
-    write_atomic(out / HISTORY, history_csv(result, found, history_yardstick(config.codesign)))
-    write_report(out / RESULTS)
+    with timed("results and report"):
+        document = results_document(config, result, found, judged)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        write_atomic(out / RESULTS, json.dumps(document, indent=2) + "\n")
+        write_atomic(out / HISTORY, history_csv(result, found,
+                                                history_yardstick(config.codesign)))
+        write_report(out / RESULTS)
     if emit_kernels:
         written, skipped = write_kernels(result, out / KERNELS_DIR)
         _say(f"wrote {len(written)} kernels to {out / KERNELS_DIR}", progress)
@@ -554,15 +570,20 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
 
 def main_run(config: str, out: str | None, resume: bool, quiet: bool,
              emit_kernels: bool = False, overrides: Sequence[str] = (),
-             force: bool = False) -> int:
-    """The `baco run` command: run, then print a one-screen summary on stdout."""
+             force: bool = False, profile: bool = False) -> int:
+    """The `baco run` command: run, then print a one-screen summary (and with `profile`,
+    where the time went) on stdout."""
     document = run_experiment(config, out, resume=resume, progress=not quiet,
-                              emit_kernels=emit_kernels, overrides=overrides, force=force)
+                              emit_kernels=emit_kernels, overrides=overrides, force=force,
+                              profile=profile)
     out_dir = output_dir(ExperimentConfig.load(config, overrides), out)
     for line in summary_lines(document):
         print(line)
     print(f"  wrote {out_dir / CONFIG}, {out_dir / RESULTS}, {out_dir / HISTORY}, "
           f"{out_dir / REPORT_FILES[0]}, {out_dir / REPORT_FILES[1]} and plots")
+    if profile:
+        print(f"where the time went ({out_dir / PROFILE_JSON}):")
+        print((out_dir / PROFILE_MD).read_text(), end="")
     sys.stdout.flush()
     return 0
 

@@ -42,6 +42,7 @@ from flax import struct
 from accel.arch import HardwareConfig
 from accel.design import Design, design_of
 from accel.lower import padded_layer
+from baco.profile import timed
 from baco.topk import design_key
 from baco.yardsticks import SimCache, cache_key, simulate_design
 from perfmodels.atformer import (
@@ -233,7 +234,9 @@ class SimLearner:
         if len(data) < 2:
             return state
         config = dataclasses.replace(FINE_TUNE, seed=self.seed + state.fine_tunes)
-        surrogate = train_surrogate(data, config, init=state.surrogate, template=self.template)
+        with timed("residual fitting"):
+            surrogate = train_surrogate(data, config, init=state.surrogate,
+                                        template=self.template)
         return state.replace(surrogate=surrogate, fine_tunes=state.fine_tunes + 1)
 
     def polish(self, state: LearnerState, rounder: Any, record: SimRecord,

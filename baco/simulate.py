@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from baco.fusion import fused_chains
+from baco.profile import timed
 from baco.result import CodesignResult
 from workloads.errors import BacoError, ConfigError
 
@@ -152,8 +153,10 @@ def _run_checked(base: LayerSimulation, lowered: Callable[[], tuple], hw: Any, c
     from baco.yardsticks import simulated_run
 
     try:
-        low, arrays, image, initialized, output, expected = lowered()
-        res = run(low.trace, hw, image, initialized=initialized)
+        with timed("lowering"):
+            low, arrays, image, initialized, output, expected = lowered()
+        with timed("simulation"):
+            res = run(low.trace, hw, image, initialized=initialized)
         ran = simulated_run(res, low.alloc, len(low.trace), base.macs, hw, index=base.index,
                             name=base.name, count=float(base.count), host_ops=base.host_ops)
         rec = dataclasses.replace(base, instructions=len(low.trace), sim_cycles=res.cycles,

@@ -92,6 +92,7 @@ from accel.sim import (
     trace_accesses,
 )
 from baco.errors import BacoError, ConfigError, InfeasibleError, ProgramTooLongError
+from baco.profile import timed
 from baco.rounding import common_score
 from baco.sim_cache import DEFAULT_CACHE, SimCache
 from perfmodels.accesses import Accesses
@@ -309,8 +310,9 @@ def _lower(index: int, layer: Layer, mapping: Mapping, hw: HardwareConfig,
     fused, _ = split_epilogue(layer.epilogue)
 
     def on(target: HardwareConfig) -> Lowered:
-        return lower(layer, mapping, target, epilogue=fused, check=False,
-                     max_instructions=max_instructions)
+        with timed("lowering"):
+            return lower(layer, mapping, target, epilogue=fused, check=False,
+                         max_instructions=max_instructions)
 
     try:
         mapping.validate(padded_layer(layer, mapping), hw)
@@ -352,7 +354,9 @@ def _default_batch() -> int:
 
 def _run(jobs: list[_Job], hw: HardwareConfig, table: TimingTable) -> list[Any]:
     try:
-        return run_batch([j.arrays for j in jobs], hw, functional=False, timing_table=table)
+        with timed("simulation"):
+            return run_batch([j.arrays for j in jobs], hw, functional=False,
+                             timing_table=table)
     except BacoError as exc:
         names = ", ".join(j.label for j in jobs)
         raise type(exc)(f"simulated yardstick: {names}: the simulator refused the trace: "
@@ -467,8 +471,9 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
                          max_instructions) for idx in missing.values())
         for job, res in _timing_runs(jobs, table, batch):
             b = job.indices[0]
-            entry = _trace_counts(res, job.alloc, len(job.arrays[0]), job.macs, levels,
-                                  num_levels)
+            with timed("trace accounting"):
+                entry = _trace_counts(res, job.alloc, len(job.arrays[0]), job.macs, levels,
+                                      num_levels)
             cache.put(keys[b], entry)
             for i in job.indices:
                 found[i] = entry
@@ -501,8 +506,9 @@ def simulate_chain(lowered: Any, *, timing_table: TimingTable | None = None
     why = simulation_unsupported(hw)
     if why is not None:
         raise ConfigError(f"simulated chain: {why}")
-    res = run_batch([lowered.trace.as_arrays()], hw, functional=False,
-                    timing_table=timing_table or TimingTable())[0]
+    with timed("simulation"):
+        res = run_batch([lowered.trace.as_arrays()], hw, functional=False,
+                        timing_table=timing_table or TimingTable())[0]
     names = [x.name or x.config_str() for x in (lowered.first, lowered.second)]
     return simulated_run(res, lowered.alloc, len(lowered.trace),
                          int(lowered.first.macs + lowered.second.macs), hw, index=0,
@@ -530,7 +536,8 @@ def _with_chains(stick: Yardstick, per_layer: tuple[SimulatedLayer, ...], fused:
     for group in fused:
         first, second = group.layers
         try:
-            low = lower_gemm_chain(first, second, hw, plan_chain_tiles(first, second, hw))
+            with timed("lowering"):
+                low = lower_gemm_chain(first, second, hw, plan_chain_tiles(first, second, hw))
         except BacoError as exc:
             raise type(exc)(f"simulated yardstick: fused chain {' -> '.join(group.names)}: "
                             f"{exc}") from None

@@ -48,7 +48,7 @@ def test_importing_a_package_loads_nothing_upstream(package):
 BACO_LAYERS = (
     # what every part of baco may use: errors, settings, results, network loading
     {"errors", "config", "padding", "importance", "interrupts", "networks", "result",
-     "progress", "checkpoint", "topk", "compile_cache"},
+     "progress", "checkpoint", "topk", "compile_cache", "profile"},
     # scoring and judging designs, the DSL
     {"rounding", "refine", "fusion", "yardsticks", "sim_hybrid", "simulate", "dsl",
      "program_validation", "rtl_validation", "objective", "rounding_factors",

@@ -15,6 +15,7 @@ import optax
 
 from accel.arch import HardwareConfig
 from accel.design import Design
+from baco.profile import timed
 from baco.result import HistoryPoint
 from baco.rounding import Rounder
 from baco.search.dosa_descent import Problem, Static, descend
@@ -131,14 +132,16 @@ class StartSlots:
     def descend(self, n_steps: np.ndarray) -> None:
         """`n_steps` Adam steps of every slot, side by side; then each slot that moved rounds."""
         ranks = order_rank(self.orders[..., ::-1])[:, :, :, None, :]
-        p_new, self.opt_state, _ = descend(
-            jax.tree_util.tree_map(jnp.asarray, self.params), self.opt_state, jnp.asarray(ranks),
-            jnp.asarray(np.tile(self.stage_arr, (self.settings.slots, 1, 1)).astype(np.float32)),
-            jnp.asarray(self.refs), jnp.asarray(n_steps), self.prob, self.static)
+        with timed("gradient steps"):
+            p_new, self.opt_state, _ = descend(
+                jax.tree_util.tree_map(jnp.asarray, self.params), self.opt_state,
+                jnp.asarray(ranks), jnp.asarray(np.tile(self.stage_arr, (
+                    self.settings.slots, 1, 1)).astype(np.float32)),
+                jnp.asarray(self.refs), jnp.asarray(n_steps), self.prob, self.static)
+            for k in self.params:
+                self.params[k] = np.array(p_new[k])       # waits for the steps
         self.samples += int(n_steps.sum())
         self.steps += n_steps
-        for k in self.params:
-            self.params[k] = np.array(p_new[k])
         for s in np.flatnonzero(n_steps > 0):
             self.round_slot(int(s))
 
