@@ -177,7 +177,8 @@ class Convergence(EndToEnd):
              "compilation included, the final pick's simulation not; a search that ended "
              "sooner keeps its last best), on the machine the cases ran on, "
              f"{'; '.join(sorted(ran)) or 'how many at once not recorded'}; each search "
-             "scored on its own scorer, as the @N columns; geometric mean over seeds.")]
+             "scored on its own scorer, as the @N columns; geometric mean over seeds (a "
+             "search with nothing found by N seconds leaves its cell and ratios empty).")]
         old = sum("history_seconds" not in r for r in runs)
         if old:
             notes.append(f"{old} of {len(runs)} run(s) stored no wall-clock series (run before "
