@@ -63,13 +63,14 @@ def _label(ax: Any, xlabel: str, ylabel: str, title: str, legend: bool = True) -
 
 
 def convergence(curves: Mapping[str, Sequence[tuple[float, float]]], *, ax: Any = None,
-                title: str = "", log_x: bool = False) -> Figure:
-    """Best EDP against samples for each method, as steps (a method's best so far).
+                title: str = "", log_x: bool = False, xlabel: str = "samples") -> Figure:
+    """Best EDP against samples (or what `xlabel` names: wall seconds) for each method, as
+    steps (a method's best so far).
 
     Args:
-      curves: method -> ``[(samples, best_edp), ...]``, ascending samples.
+      curves: method -> ``[(x, best_edp), ...]``, ascending x.
       ax: draw into this Axes instead of a new figure.
-      log_x: log-scale the samples axis too.
+      log_x: log-scale the x axis too.
     """
     fig, ax = _axes(ax, (6.0, 4.0))
     for label, points in curves.items():
@@ -82,7 +83,7 @@ def convergence(curves: Mapping[str, Sequence[tuple[float, float]]], *, ax: Any 
     ax.set_yscale("log")
     if log_x:
         ax.set_xscale("log")
-    _label(ax, "samples", "best EDP (cycles x pJ)", title, legend=bool(curves))
+    _label(ax, xlabel, "best EDP (cycles x pJ)", title, legend=bool(curves))
     return fig
 
 

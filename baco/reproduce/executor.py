@@ -109,7 +109,7 @@ def run_cases(kind: str, cases: Sequence[Case], store: CaseStore, *, backend: st
     failed: list[tuple[str, str]] = []
 
     def done(case: Case, result: dict[str, Any], seconds: float) -> None:
-        store.save(case, result, seconds)
+        store.save(case, result, seconds, ran_with={"backend": backend, "workers": workers})
         report.finished(case, result, seconds)
         if on_result is not None:
             on_result(case, result)

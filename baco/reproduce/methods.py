@@ -199,8 +199,10 @@ def method_case(method: MethodSpec, network: Any, seed: int, *, history: bool = 
                 "final_pick": result.extra.get("final_pick", "none"),
                 "search_seconds": round(search_seconds, 3)})
     if history:
-        out["history"] = [[h.samples, h.best_edp] for h in result.history
-                          if math.isfinite(h.best_edp)]
+        kept = [h for h in result.history if math.isfinite(h.best_edp)]
+        out["history"] = [[h.samples, h.best_edp] for h in kept]
+        # wall-clock beside, in its own key: ``history`` stays a function of the parameters
+        out["history_seconds"] = [[round(h.seconds, 3), h.best_edp] for h in kept]
     if layers:
         out["layers"] = [{"name": r.layer.name or r.layer.config_str(), "count": r.count,
                           "cycles": r.latency_cycles, "energy_pj": r.energy_pj}

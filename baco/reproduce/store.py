@@ -1,6 +1,8 @@
 """The case store: one small JSON file per finished case, written atomically.
 
-``OUT/cases/ID.json`` holds ``{"id", "params", "result", "seconds"}``. A case counts as finished
+``OUT/cases/ID.json`` holds ``{"id", "params", "result", "seconds", "ran_with"}`` (``ran_with``:
+the backend and ``--workers`` of the run that ran it, so wall-clock figures can say whether
+cases shared the machine; older files lack it). A case counts as finished
 when its file exists *and* was made from the same parameters (change a budget in the experiment
 file and the affected cases run again; the others are reused). A file that cannot be read (a
 crash cannot leave one: writes go to a temporary file renamed into place) is reported, not
@@ -62,7 +64,9 @@ class CaseStore:
         return self.dir / f"{case.id}.json"
 
     def _read(self, case: Case) -> dict[str, Any] | None:
-        path = self.path(case)
+        return self._read_path(self.path(case))
+
+    def _read_path(self, path: pathlib.Path) -> dict[str, Any] | None:
         if not path.exists():
             return None
         try:
@@ -88,9 +92,16 @@ class CaseStore:
         record = self._read(case)
         return float(record.get("seconds", 0.0)) if record else 0.0
 
-    def save(self, case: Case, result: dict[str, Any], seconds: float) -> None:
+    def ran_with(self, case_id: str) -> dict[str, Any] | None:
+        """``{"backend", "workers"}`` of the run that ran case `case_id` (None: not recorded)."""
+        record = self._read_path(self.dir / f"{case_id}.json")
+        got = record.get("ran_with") if record else None
+        return got if isinstance(got, dict) else None
+
+    def save(self, case: Case, result: dict[str, Any], seconds: float,
+             ran_with: dict[str, Any] | None = None) -> None:
         record = {"id": case.id, "params": case.params, "seconds": round(seconds, 3),
-                  "result": result}
+                  **({"ran_with": ran_with} if ran_with else {}), "result": result}
         write_atomic(self.path(case), json.dumps(record, indent=1, default=float) + "\n")
 
 

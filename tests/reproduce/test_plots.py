@@ -10,7 +10,9 @@ def test_convergence_is_log_scaled_steps(tmp_path):
                              "random": [(1, 12.0), (40, float("inf")), (60, 8.0)]},
                             title="t")
     ax = fig.axes[0]
-    assert ax.get_yscale() == "log"
+    assert ax.get_yscale() == "log" and ax.get_xlabel() == "samples"
+    assert plots.convergence({"baco": [(0.5, 3.0)]}, xlabel="wall seconds",
+                             log_x=True).axes[0].get_xlabel() == "wall seconds"
     assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")
             ] == ["baco", "random"]
     plots.save(fig, tmp_path / "c.png")

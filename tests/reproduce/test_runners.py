@@ -11,7 +11,7 @@ import pytest
 from baco.reproduce.ablation import missing_fields
 from baco.reproduce.runner_io import spread
 from baco.reproduce.runners import RUNNERS, parse_params
-from baco.reproduce.store import safe_id
+from baco.reproduce.store import Case, CaseStore, safe_id
 from workloads.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,6 +161,68 @@ def test_convergence_judges_every_search_at_the_smaller_budgets_on_one_yardstick
         RUNNERS["convergence"].check(
             parse_params("convergence", {"methods": methods, "judged_at": [0]}, "t.yaml"),
             "t.yaml")
+
+
+def _timed(edp_by_sample, edp_by_second, seed=0, label="BACO"):
+    return {"network": "resnet50", "method": label, "seed": seed, "edp": 1.0, "edp_sim": 1.0,
+            "edp_plain": 1.0, "cycles": 1.0, "energy_pj": 1.0, "samples": 100,
+            "search_seconds": 40.0, "history": edp_by_sample, "history_seconds": edp_by_second}
+
+
+def test_convergence_best_at_wall_seconds_and_ratios(tmp_path):
+    methods = [{"label": "BACO", "search": "baco", "budget": 100},
+               {"label": "Random", "search": "random", "budget": 100}]
+    params = parse_params("convergence", {"methods": methods, "networks": ["resnet50"],
+                                          "seeds": [0, 1], "marks": [100],
+                                          "time_marks": [5, 30]}, "t.yaml")
+    # BACO: slower per sample but better; Random: fast, worse at the end
+    results = {
+        safe_id("resnet50", "BACO", "s0"): _timed([[1, 8.0], [90, 1.0]],
+                                                  [[2.0, 8.0], [20.0, 1.0]]),
+        safe_id("resnet50", "BACO", "s1"): _timed([[1, 2.0], [90, 1.0]],
+                                                  [[3.0, 2.0], [25.0, 1.0]], seed=1),
+        safe_id("resnet50", "Random", "s0"): _timed([[1, 4.0], [50, 2.0]],
+                                                    [[0.1, 4.0], [1.0, 2.0]], label="Random"),
+        safe_id("resnet50", "Random", "s1"): _timed([[1, 4.0], [50, 2.0]],
+                                                    [[0.1, 4.0], [6.0, 2.0]], seed=1,
+                                                    label="Random")}
+    store = CaseStore(tmp_path)
+    for cid in results:
+        store.save(Case(cid, {}), results[cid], 1.0, ran_with={"backend": "local", "workers": 2})
+    text = RUNNERS["convergence"].reduce(params, results, tmp_path, 4)
+    rows = {r["method"]: r for r in _csv(tmp_path / "table.csv")}
+    # @5s: BACO geomean(8, 2) = 4; Random geomean(2, 4) = sqrt(8); @30s: BACO 1, Random 2
+    assert float(rows["BACO"]["best_edp_at_5s"]) == pytest.approx(4.0)
+    assert float(rows["Random"]["best_edp_at_5s"]) == pytest.approx(math.sqrt(8))
+    assert float(rows["Random"]["ratio_at_5s"]) == pytest.approx(math.sqrt(8) / 4)
+    assert float(rows["Random"]["best_edp_at_30s"]) == pytest.approx(2.0)
+    assert float(rows["Random"]["ratio_at_30s"]) == pytest.approx(2.0)
+    assert float(rows["Random"]["ratio_at_100"]) == pytest.approx(2.0)
+    assert "best EDP @5s" in text and "/ BACO @30s" in text
+    assert "wall-clock seconds" in text and "--workers 2" in text
+    assert (tmp_path / "convergence_time_resnet50.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ConfigError, match="params.time_marks"):
+        parse_params("convergence", {"methods": methods, "time_marks": [60, 0]}, "t.yaml")
+    with pytest.raises(ConfigError, match="params.time_marks"):
+        parse_params("convergence", {"methods": methods, "time_marks": [-1.5]}, "t.yaml")
+
+
+def test_convergence_result_stored_without_seconds_still_reduces(tmp_path):
+    methods = [{"label": "BACO", "search": "baco", "budget": 100},
+               {"label": "Random", "search": "random", "budget": 100}]
+    params = parse_params("convergence", {"methods": methods, "networks": ["resnet50"],
+                                          "marks": [100], "time_marks": [5]}, "t.yaml")
+    old = _timed([[1, 4.0]], [], label="Random")
+    del old["history_seconds"]
+    results = {safe_id("resnet50", "BACO", "s0"): _timed([[1, 2.0]], [[1.0, 2.0]]),
+               safe_id("resnet50", "Random", "s0"): old}
+    text = RUNNERS["convergence"].reduce(params, results, tmp_path, 2)
+    rows = {r["method"]: r for r in _csv(tmp_path / "table.csv")}
+    assert float(rows["Random"]["ratio_at_100"]) == pytest.approx(2.0)
+    assert float(rows["BACO"]["best_edp_at_5s"]) == pytest.approx(2.0)
+    assert rows["Random"]["best_edp_at_5s"] == rows["Random"]["ratio_at_5s"] == ""
+    assert "1 of 2 run(s) stored no wall-clock series" in text
+    assert "not recorded" in text                 # no case files: how they ran is unknown
 
 
 def test_ablation_row_with_a_missing_surrogate_is_not_available(tmp_path):

@@ -17,6 +17,10 @@ def test_save_load_and_parameter_change(tmp_path):
     assert store.finished(case)
     assert store.load(case) == {"edp": 2.5}
     assert store.seconds(case) == 1.25
+    assert store.ran_with(case.id) is None            # saved without it: not recorded
+    store.save(case, {"edp": 2.5}, seconds=1.25, ran_with={"backend": "local", "workers": 2})
+    assert store.ran_with(case.id) == {"backend": "local", "workers": 2}
+    assert store.load(case) == {"edp": 2.5} and store.ran_with("no-such-case") is None
     assert not store.finished(Case(case.id, {"budget": 11, "m": {"a": [1, 2]}}))
     assert [p.name for p in (tmp_path / "cases").iterdir()] == [f"{case.id}.json"]
 
