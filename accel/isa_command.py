@@ -28,16 +28,19 @@ from accel.trace_errors import trace_error
 
 def _check_raw(funct: int, rs1: int, rs2: int) -> Layout:
     """The funct's layout, once the operands are integers that fit and leave reserved bits 0."""
-    for name, value in (("funct", funct), ("rs1", rs1), ("rs2", rs2)):
+    plain = type(funct) is int and type(rs1) is int and type(rs2) is int   # the common case
+    for name, value in (() if plain else (("funct", funct), ("rs1", rs1), ("rs2", rs2))):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise trace_error(f"must be an integer, got {value!r}", field=name)
-    for name, value in (("rs1", rs1), ("rs2", rs2)):
-        if not 0 <= value <= U64_MAX:
-            raise trace_error(f"{value:#x} does not fit in 64 bits", field=name)
+    if not (0 <= rs1 <= U64_MAX and 0 <= rs2 <= U64_MAX):
+        name, value = ("rs1", rs1) if not 0 <= rs1 <= U64_MAX else ("rs2", rs2)
+        raise trace_error(f"{value:#x} does not fit in 64 bits", field=name)
     layout = layout_of(funct, rs1)
-    for reg, value in (("rs1", rs1), ("rs2", rs2)):
-        stray = value & layout.reserved_mask(reg)
-        if stray:
+    if rs1 & layout.reserved_mask("rs1") or rs2 & layout.reserved_mask("rs2"):
+        for reg, value in (("rs1", rs1), ("rs2", rs2)):
+            stray = value & layout.reserved_mask(reg)
+            if not stray:
+                continue
             bits = [b for b in range(64) if stray >> b & 1]
             raise trace_error(
                 f"reserved bits {bits} are set ({stray:#x}); they must be zero",

@@ -9,7 +9,6 @@ exact.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,14 +65,21 @@ class Layout:
         """The fields shown in text (selectors excluded), in text order."""
         return tuple(f for f in self.fields if f.fixed is None)
 
-    @functools.cache  # noqa: B019 - layouts are a fixed, module-level set
+    def __post_init__(self) -> None:
+        # Every instruction made checks its operands against these, so they are computed once
+        # here (a cache keyed on the layout would hash its fields on every lookup).
+        masks = {}
+        for reg in ("rs1", "rs2"):
+            used = 0
+            for f in self.fields:
+                if f.reg == reg:
+                    used |= f.mask
+            masks[reg] = U64_MAX & ~used
+        object.__setattr__(self, "_reserved", masks)
+
     def reserved_mask(self, reg: str) -> int:
-        """Bits of ``reg`` no field uses (they must be zero); cached, as every decode asks."""
-        used = 0
-        for f in self.fields:
-            if f.reg == reg:
-                used |= f.mask
-        return U64_MAX & ~used
+        """Bits of ``reg`` no field uses (they must be zero)."""
+        return self._reserved[reg]
 
     def field(self, name: str) -> Field:
         for f in self.fields:

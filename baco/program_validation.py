@@ -26,7 +26,7 @@ import numpy as np
 
 from accel.arch import HardwareConfig
 from accel.mapping import Mapping
-from accel.sim import TimingTable, find_races, metrics, run_batch
+from accel.sim import TimingTable, find_races, metrics, preferred_batch, run_batch
 from accel.trace import Trace
 from workloads.errors import ConfigError
 from workloads.layer import Layer
@@ -141,16 +141,19 @@ def _figures(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
 
 
 def simulate_programs(programs: list[Program]) -> np.ndarray:
-    """Each program's simulated cycles on its own chip (timing only, batched per chip)."""
+    """Each program's simulated cycles on its own chip (timing only; per chip, in batches of
+    `preferred_batch` programs of similar length)."""
     cycles = np.zeros(len(programs))
     groups: dict[tuple, list[int]] = {}
-    for i, p in enumerate(programs):
-        groups.setdefault((p.hw, p.timing), []).append(i)
+    for i in sorted(range(len(programs)), key=lambda i: len(programs[i].trace)):
+        groups.setdefault((programs[i].hw, programs[i].timing), []).append(i)
+    batch = preferred_batch()
     for (hw, timing), idx in groups.items():
-        results = run_batch([programs[i].trace for i in idx], hw, timing_table=timing,
-                            functional=False)
-        for i, res in zip(idx, results):
-            cycles[i] = res.cycles
+        for start in range(0, len(idx), batch):
+            part = idx[start:start + batch]
+            results = run_batch([programs[i].trace for i in part], hw, timing_table=timing,
+                                functional=False)
+            cycles[part] = [res.cycles for res in results]
     return cycles
 
 

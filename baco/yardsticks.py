@@ -52,7 +52,8 @@ about half lowering in Python, half the scan), and milliseconds warm. Traces run
 `accel.sim.run_batch`; on CPU, vmapping traces saves only a few percent per instruction
 (measured: 8 equal traces 4%, 16 about 18%) while padding a batch to its longest trace costs
 more for ResNet-50's spread of lengths, so there they run one by one (``batch=1``); on an
-accelerator backend (``batch=16``) they run vmapped in groups of similar length.
+accelerator backend (``batch=16``) they run vmapped in groups of similar length
+(`accel.sim.preferred_batch`).
 
 >>> from accel.arch import HardwareConfig
 >>> from accel.design import design_of
@@ -74,7 +75,6 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
 from accel.arch import HardwareConfig, level_arrays, unit_area_mm2
@@ -88,6 +88,7 @@ from accel.sim import (
     MemoryLevels,
     TimingTable,
     gemmini_levels,
+    preferred_batch,
     run_batch,
     trace_accesses,
 )
@@ -348,10 +349,6 @@ def _prepare(indices: tuple[int, ...], layer: Layer, mapping: Mapping, hw: Hardw
                 _grown(hw, alloc.sp_rows_used, alloc.acc_rows_used, step_kb))
 
 
-def _default_batch() -> int:
-    return 1 if jax.default_backend() == "cpu" else 16
-
-
 def _run(jobs: list[_Job], hw: HardwareConfig, table: TimingTable) -> list[Any]:
     try:
         with timed("simulation"):
@@ -449,7 +446,7 @@ def simulate_design(layers: Sequence[Layer], counts: Sequence[float], design: De
     num_levels = hw.template_spec.num_levels
     table = timing_table or TimingTable()
     cache = DEFAULT_CACHE if cache is None else cache
-    batch = _default_batch() if batch is None else max(1, int(batch))
+    batch = preferred_batch() if batch is None else max(1, int(batch))
     keys = [cache_key(x, m, hw, table) for x, m in zip(layers, mappings)]
     found: dict[int, TraceCounts] = {}
     missing: dict[tuple, list[int]] = {}

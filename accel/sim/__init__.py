@@ -29,7 +29,7 @@ Gemmini RTL measurements), `hazards` (the orderings the chip enforces, and a tra
 
 from accel.sim.accounting import MemoryLevels, gemmini_levels, trace_accesses
 from accel.sim.decode import NORM_STAT_IDS, DecodedTrace, decode
-from accel.sim.engine import CHUNK, SimResult, run, run_batch
+from accel.sim.engine import CHUNK, SimResult, preferred_batch, run, run_batch
 from accel.sim.hazards import Race, RaceReport, find_races
 from accel.sim.memory import DramImage
 from accel.sim.reference import conv_acc, gemm_acc, igelu, requantize, softmax_rows
@@ -67,6 +67,7 @@ __all__ = [
     "igelu",
     "metrics",
     "parse_row",
+    "preferred_batch",
     "prepare_rows",
     "read_rtl_csv",
     "requantize",

@@ -41,6 +41,8 @@ it bit-exact.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from typing import Any
 
 import numpy as np
@@ -181,8 +183,17 @@ def _accumulating_writes(d: Any, params: IsaParams) -> tuple[dict[int, int], dic
               & (d.column("c_accumulate") == 1))
     c_row, c_rows = d.column("c").astype(np.int64), d.column("c_rows").astype(np.int64)
     c_stride = d.column("c_stride").astype(np.int64)
-    e_banks = {i: _acc_banks(c_row[i] + np.arange(c_rows[i]) * c_stride[i], bank_rows)
-               for i in np.flatnonzero(e_cand).tolist()}
+    e_idx = np.flatnonzero(e_cand)
+    width = int(c_rows[e_idx].max(initial=0))
+    steps = np.arange(width)[None, :]
+    banks = (c_row[e_idx, None] + steps * c_stride[e_idx, None]) // bank_rows
+    valid = steps < c_rows[e_idx, None]
+    if banks[valid].size and not 0 <= banks[valid].min() <= banks[valid].max() < 63:
+        e_banks = {i: _acc_banks(c_row[i] + np.arange(c_rows[i]) * c_stride[i], bank_rows)
+                   for i in e_idx.tolist()}
+    else:           # one bitmask per compute at once: bit b for every bank b its rows touch
+        masks = np.bitwise_or.reduce(np.where(valid, np.left_shift(1, banks), 0), axis=1)
+        e_banks = dict(zip(e_idx.tolist(), masks.tolist()))
     return m_banks, e_banks
 
 
@@ -195,9 +206,12 @@ def _known_done(d: Any, params: IsaParams, m_number: dict[int, int]) -> list[_Do
     opa_s, opa_e, opb_s, opb_e, opa_dst = _ranges(d, params)
     rows_total = params.sp_rows + params.acc_rows
 
-    # Per unified row, the union of ({i} + Done(i)) over the entries of each kind that track it.
+    # Per unified row, the union of ({i} + Done(i)) over the entries of each kind that track it:
+    # the mvin bits as Python integers (a bitset over every candidate) and the execute
+    # watermark as an array, 0 and -1 where nothing was recorded (the identities of | and max).
     kinds = ("ld", "ex_any", "ex_dst", "st_a", "st_dst", "st_b_of_dst")
-    row_done = {k: [None] * (rows_total + 1) for k in kinds}
+    row_bits = {k: [0] * (rows_total + 1) for k in kinds}
+    row_ex = {k: np.full(rows_total + 1, -1, np.int64) for k in kinds}
     done = [None] * n
     queue_last = {int(Unit.LOAD): None, int(Unit.EXECUTE): None, int(Unit.STORE): None}
     store_all = _Done()
@@ -206,22 +220,21 @@ def _known_done(d: Any, params: IsaParams, m_number: dict[int, int]) -> list[_Do
     ex_older = -1
 
     def gather(kind: str, start: int, end: int, into: _Done) -> None:
-        if start < 0:
+        end = min(end, rows_total)
+        if start < 0 or start >= end:
             return
-        table = row_done[kind]
-        for r in range(start, min(end, rows_total)):
-            if table[r] is not None:
-                into.merge(table[r])
+        into.bits = functools.reduce(operator.or_, row_bits[kind][start:end], into.bits)
+        into.ex = max(into.ex, int(row_ex[kind][start:end].max()))
 
     def record(kind: str, start: int, end: int, value: _Done) -> None:
-        if start < 0:
+        end = min(end, rows_total)
+        if start < 0 or start >= end:
             return
-        table = row_done[kind]
-        for r in range(start, min(end, rows_total)):
-            if table[r] is None:
-                table[r] = _Done(value.bits, value.ex)
-            else:
-                table[r].merge(value)
+        if value.bits:
+            table = row_bits[kind]
+            table[start:end] = [bits | value.bits for bits in table[start:end]]
+        watermark = row_ex[kind][start:end]
+        np.maximum(watermark, value.ex, out=watermark)
 
     for j in range(n):
         o, u = int(op[j]), int(unit[j])

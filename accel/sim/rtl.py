@@ -71,7 +71,7 @@ from accel.dosa_csv import PE_DIMS, generator_pe_dim, integer, number, read_csv
 from accel.isa import GARBAGE_ADDR, Funct, IsaParams
 from accel.mapping import Mapping
 from accel.sim.decode import Unit, decode
-from accel.sim.engine import run_batch
+from accel.sim.engine import preferred_batch, run_batch
 from accel.sim.timing import N_UNITS, TimingTable, access_runs
 from workloads.errors import BacoError, ConfigError, InfeasibleError
 from workloads.layer import DIMS, Layer
@@ -441,8 +441,8 @@ def fsm_order(arrays: tuple[np.ndarray, ...], hw: HardwareConfig) -> tuple[np.nd
     return tuple(np.asarray(a)[order] for a in arrays)
 
 
-def simulate_rows(rows: Sequence[RtlRow], model: RtlModel | None = None, *, batch: int = 16,
-                  dim: int | None = None, progress: Any = None,
+def simulate_rows(rows: Sequence[RtlRow], model: RtlModel | None = None, *,
+                  batch: int | None = None, dim: int | None = None, progress: Any = None,
                   failures: dict[int, Exception] | None = None) -> np.ndarray:
     """Predicted cycles of each row (timing only), in row order, each on the build it ran on
     (`generator_pe_dim`) unless ``dim`` names one array for all. With `failures` (a dict),
@@ -511,9 +511,11 @@ def prepare_rows(rows: Sequence[RtlRow], *, dim: int | None = None, progress: An
 
 
 def run_jobs(jobs: list, plans: Sequence[RowPlan | None], model: RtlModel | None = None, *,
-             batch: int = 16, progress: Any = None) -> np.ndarray:
-    """Simulate prepared jobs (timing only, batched per hardware) and combine per row."""
+             batch: int | None = None, progress: Any = None) -> np.ndarray:
+    """Simulate prepared jobs (timing only, batched per hardware: `preferred_batch` unless
+    `batch` says) and combine per row."""
     model = model or RtlModel()
+    batch = batch or preferred_batch()
     groups: dict[HardwareConfig, list] = {}
     for job in jobs:
         groups.setdefault(job[2], []).append(job)
