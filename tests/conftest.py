@@ -28,8 +28,14 @@ def _compilation_cache(tmp_path_factory):
     """One persistent compilation cache for the run, shared with the processes tests start
     (`baco run` under signals, reproduce workers): each compiles what the first compiled.
     baco's own default (`baco.compile_cache`) points there too, so no test writes the user's
-    ``~/.cache``."""
-    path = str(tmp_path_factory.mktemp("jax-cache"))
+    ``~/.cache``. Under pytest-xdist the workers share one (their base folders are siblings),
+    so a program one worker compiled the other loads."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / "jax-cache"
+    path.mkdir(exist_ok=True)
+    path = str(path)
     names = ("JAX_COMPILATION_CACHE_DIR", "BACO_CACHE_DIR")
     previous = {name: os.environ.get(name) for name in names}
     os.environ.update(dict.fromkeys(names, path))
