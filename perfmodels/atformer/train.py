@@ -358,6 +358,12 @@ def _optimizer(weight_decay: float) -> optax.GradientTransformation:
         learning_rate=0.0, weight_decay=weight_decay)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _optimizer_states(weight_decay: float, params: Any) -> Any:
+    """Each ensemble member's initial `_optimizer` state (one program for all of it)."""
+    return jax.vmap(_optimizer(weight_decay).init)(params)
+
+
 def cosine_lr(lr: float, lr_final: float, count: Any, total_steps: Any) -> Any:
     """The learning rate at step `count` of a cosine decay from `lr` to `lr_final` over
     `total_steps` (traced): optax's ``cosine_decay_schedule(lr, total_steps, alpha=lr_final /
@@ -423,7 +429,9 @@ def shuffled(key: Any, n: int) -> np.ndarray:
     return np.asarray(_shuffle_bucket(key, positions, np.int32(n)))[:n]
 
 
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def init_params(config: ModelConfig, key: Any, members: int, num_tokens: int) -> Any:
+    """`members` initialisations (one program, not one per operation of Flax's init)."""
     x = jnp.zeros((1, num_tokens, NUM_FEATURES))
     w = jnp.ones((1, num_tokens))
     net = ATFormer(config)
@@ -469,7 +477,7 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
     batch_mask = (np.arange(size) < batch).astype(np.float32)
     total_steps = np.float32(max(cfg.epochs * steps_per_epoch, 1))
     step_cfg = _Step.of(cfg)
-    opt_state = jax.vmap(_optimizer(cfg.weight_decay).init)(params)
+    opt_state = _optimizer_states(cfg.weight_decay, params)
     fit_tok = Tokens(*(np.asarray(a) for a in fit.tokens))
     fit_y = np.asarray(fit.log_measured)
     monitor = val if val is not None else fit
