@@ -60,6 +60,19 @@ from accel.mapping import Mapping
 from perfmodels.analytic import fast_jit
 from perfmodels.atformer.features import NUM_FEATURES, Tokens, tokens_of
 from perfmodels.atformer.model import ATFormer, ModelConfig
+from perfmodels.atformer.residual import (
+    TAU_MULTIPLE,
+    TAU_MULTIPLES,
+    TAU_QUANTILE,
+    Stats,
+    active_tokens,
+    mape_scale,
+    member_residuals,
+    predict_compact,
+    predict_log,
+    residual_parts,
+    shrink,
+)
 from perfmodels.validate import TimeloopRow, read_rows
 from workloads.errors import ConfigError
 from workloads.files import write_atomic
@@ -194,128 +207,6 @@ def split_by_group(group: Any, fraction: float, seed: int) -> np.ndarray:
     return np.isin(group, picked)
 
 
-# --------------------------------------------------------------------------- model
-class Stats(NamedTuple):
-    """Feature normalisation, the residual's offset, the uncertainty scale and the MAPE
-    calibration (part of a checkpoint)."""
-
-    mean: Any      # [F]
-    std: Any       # [F]
-    offset: Any    # scalar: mean of log(measured / analytic) over the training rows
-    tau: Any = float("inf")   # scalar: `shrink`'s variance scale (inf: no shrink)
-    log_scale: Any = 0.0      # scalar: log of the calibration factor (`mape_scale`)
-
-    @classmethod
-    def of(cls, data: Dataset) -> Stats:
-        x = np.asarray(data.tokens.x, np.float64)
-        w = np.asarray(data.tokens.weight, np.float64)[..., None] > 0
-        n = np.maximum(w.sum((0, 1)), 1.0)
-        mean = (x * w).sum((0, 1)) / n
-        var = (((x - mean) ** 2) * w).sum((0, 1)) / n
-        std = np.where(np.sqrt(var) > 1e-3, np.sqrt(var), 1.0)
-        offset = float(np.mean(np.asarray(data.log_measured) - data.tokens.log_cycles))
-        return cls(mean.astype(np.float32), std.astype(np.float32), np.float32(offset))
-
-
-def member_residuals(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
-    """Each ensemble member's network output, ``[member, ...]`` (pure; without the offset)."""
-    x = (tok.x - stats.mean) / stats.std
-    lead = tok.weight.shape[:-1]
-    x2 = x.reshape((-1,) + x.shape[-2:])
-    w2 = tok.weight.reshape((-1, tok.weight.shape[-1]))
-    net = ATFormer(config)
-    out = jax.vmap(lambda p: net.apply(p, x2, w2))(params)
-    return out.reshape(out.shape[:1] + lead)
-
-
-def shrink(variance: Any, tau: Any) -> Any:
-    """How much of the learned residual to keep where the ensemble disagrees:
-    ``exp(-variance / tau)`` (1 where the members agree, towards 0 far from the data).
-
-    The rule of "knowing when it does not know". ``variance`` is the variance of the members'
-    residuals (log-cycle units) at a point. ``tau`` is fitted when training ends (`fit_tau`): a
-    multiple (`TAU_MULTIPLES`, the one with the least log error on the validation layers, else
-    `TAU_MULTIPLE`) of the `TAU_QUANTILE` quantile of that variance over the training rows, so
-    a point as certain as most training rows keeps at least ``exp(-1 / multiple)`` of its
-    residual, and one where the members disagree far more than on the training rows falls
-    back to the analytical model. One member (``ensemble=1``) has no disagreement, hence no
-    shrink; nor has a checkpoint saved before ``tau`` existed.
-    """
-    return jnp.exp(-variance / tau)
-
-
-TAU_QUANTILE = 0.95
-TAU_MULTIPLE = 10.0
-TAU_MULTIPLES = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
-"""The multiples `fit_tau` chooses among on the validation layers: never infinite, so a point
-where the members disagree far more than on the training data always falls back."""
-
-
-def residual_parts(config: ModelConfig, params: Any, stats: Stats, tok: Tokens
-                   ) -> tuple[Any, Any]:
-    """``(raw residual, variance)`` of each point, ``[...]`` each (pure): the raw residual is
-    the offset plus the members' mean output, the variance is across the members."""
-    out = member_residuals(config, params, stats, tok)
-    variance = out.var(0) if out.shape[0] > 1 else jnp.zeros(out.shape[1:], out.dtype)
-    return stats.offset + out.mean(0), variance
-
-
-def predict_log(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
-    """Natural log of predicted cycles, ``[...]`` (pure): ``log(analytic) + residual x
-    shrink(variance, tau) + log_scale``. `params` has a leading ensemble axis; the residual is
-    the offset plus the members' mean, and it is shrunk towards 0 (the analytical model) where
-    the members disagree (`shrink`); ``log_scale`` is the MAPE calibration (`mape_scale`)."""
-    residual, variance = residual_parts(config, params, stats, tok)
-    return tok.log_cycles + residual * shrink(variance, stats.tau) + stats.log_scale
-
-
-def mape_scale(predicted: Any, measured: Any) -> float:
-    """The factor ``s`` that minimises ``mean(|s * predicted - measured| / measured)``: exact,
-    the weighted median of ``measured / predicted`` with weights ``predicted / measured``
-    (each term is ``r |s - 1/r|`` with ``r = predicted / measured``). 1.0 without two finite,
-    positive pairs.
-
-    Why a factor and not the log residual's mean: under multiplicative noise the MAPE-optimal
-    prediction lies below the geometric mean that a log-space loss fits.
-
-    >>> mape_scale([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
-    0.5
-    """
-    p, m = np.asarray(predicted, np.float64), np.asarray(measured, np.float64)
-    ok = np.isfinite(p) & np.isfinite(m) & (p > 0) & (m > 0)
-    if ok.sum() < 2:
-        return 1.0
-    ratio = p[ok] / m[ok]
-    order = np.argsort(1.0 / ratio, kind="stable")
-    cum = np.cumsum(ratio[order])
-    return float(1.0 / ratio[order][np.searchsorted(cum, 0.5 * cum[-1])])
-
-
-def active_tokens(weight: Any) -> int:
-    """A static token count that holds every unmasked token of a batch (8, 12, 16, ... or
-    all): `predict_compact`'s ``k``."""
-    weight = np.asarray(weight)
-    need = int((weight > 0).sum(-1).max()) if weight.size else 1
-    for k in range(8, weight.shape[-1], 4):
-        if need <= k:
-            return k
-    return int(weight.shape[-1])
-
-
-def predict_compact(config: ModelConfig, k: int, params: Any, stats: Stats, tok: Tokens) -> Any:
-    """`predict_log` on the `k` heaviest tokens of each point only.
-
-    Exact when every unmasked token is among them (`active_tokens`): a masked token adds
-    nothing to the sum and gets an e^-30 share of attention, and the model has no positional
-    encoding, so dropping masked tokens changes nothing but the cost (attention is quadratic
-    in the length). Only for discrete points (weights 0 or 1): relaxed ones use `predict_log`.
-    """
-    order = jnp.argsort(-tok.weight, axis=-1, stable=True)[..., :k]
-    x = jnp.take_along_axis(tok.x, order[..., None], axis=-2)
-    w = jnp.take_along_axis(tok.weight, order, axis=-1)
-    return predict_log(config, params, stats, Tokens(x, w, tok.log_cycles))
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Training hyperparameters. ``epochs`` is the most; early stopping ends sooner when the
@@ -373,9 +264,7 @@ class Surrogate:
         for start in range(0, tok.x.shape[0], batch):
             part = Tokens(*(a[start:start + batch] for a in tok))
             n = part.x.shape[0]
-            size = max(8, 1 << (n - 1).bit_length())
-            padded = Tokens(*(np.concatenate([a, np.repeat(a[-1:], size - n, 0)])
-                              for a in part))
+            padded = pad_rows(part, row_bucket(n))
             k = active_tokens(part.weight)
             out.append(np.asarray(_predict_jit(self.config.model, k, self.params, self.stats,
                                                padded))[:n])
@@ -402,34 +291,104 @@ _predict_jit = fast_jit(predict_compact, static_argnums=(0, 1))
 
 
 # --------------------------------------------------------------------------- training
+def row_bucket(rows: int, least: int = 8) -> int:
+    """The padded row count of `rows` rows: the next power of two, at least `least`. Arrays of
+    a few sizes share compiled programs, so fits of a growing dataset compile nothing new."""
+    return max(least, 1 << max(rows - 1, 0).bit_length())
+
+
+def pad_rows(tok: Tokens, size: int) -> Tokens:
+    """`tok` with its last row repeated up to `size` rows (real rows, so padded ones stay finite;
+    callers drop their outputs or mask them)."""
+    n = tok.x.shape[0]
+    return Tokens(*(np.concatenate([np.asarray(a), np.repeat(np.asarray(a)[-1:], size - n, 0)])
+                    for a in tok))
+
+
+def _padded_rows(tok: Tokens, y: Any, size: int) -> tuple[Tokens, Any, Any]:
+    """Rows padded to `size` (`pad_rows`), their labels, and the row mask (1 real, 0 padded)."""
+    n = len(y)
+    mask = (np.arange(size) < n).astype(np.float32)
+    y = np.concatenate([np.asarray(y), np.repeat(np.asarray(y)[-1:], size - n)])
+    return pad_rows(tok, size), y, mask
+
+
 def loss_fn(params: Any, config: ModelConfig, stats: Stats, tok: Tokens, y: Any,
-            rank_weight: float, relative_weight: float = 0.0) -> Any:
+            rank_weight: float, relative_weight: float = 0.0, mask: Any = None) -> Any:
     """MSE of log cycles, plus `rank_weight` x the mean RankNet loss over ordered pairs, plus
     `relative_weight` x the mean absolute relative error (MAPE, which log-MSE alone does not
-    minimise: it penalises over-predictions more than under-predictions)."""
+    minimise: it penalises over-predictions more than under-predictions). Rows where `mask`
+    is 0 (padding) count in no mean and no pair."""
     pred = predict_log(config, jax.tree_util.tree_map(lambda a: a[None], params), stats, tok)
-    mse = jnp.mean((pred - y) ** 2)
-    relative = jnp.mean(jnp.abs(jnp.expm1(jnp.clip(pred - y, -5.0, 5.0))))
+    w = jnp.ones_like(y) if mask is None else mask
+    rows = w.sum()
+    mse = (w * (pred - y) ** 2).sum() / rows
+    relative = (w * jnp.abs(jnp.expm1(jnp.clip(pred - y, -5.0, 5.0)))).sum() / rows
     diff_y = y[:, None] - y[None, :]
     diff_p = pred[:, None] - pred[None, :]
-    pairs = (diff_y > 1e-3).astype(jnp.float32)           # i slower than j (measured)
+    # i slower than j (measured), both real rows
+    pairs = (diff_y > 1e-3).astype(jnp.float32) * w[:, None] * w[None, :]
     rank = (jax.nn.softplus(-diff_p) * pairs).sum() / jnp.maximum(pairs.sum(), 1.0)
     return mse + rank_weight * rank + relative_weight * relative
 
 
-def _make_optimizer(cfg: TrainConfig, total_steps: int) -> optax.GradientTransformation:
-    schedule = optax.cosine_decay_schedule(cfg.lr, max(total_steps, 1), alpha=cfg.lr_final / cfg.lr)
-    return optax.adamw(schedule, weight_decay=cfg.weight_decay)
+class _Step(NamedTuple):
+    """What a training step reads of a `TrainConfig`: the step's static argument, so that a
+    fit's seed, epochs or batch size compile nothing new."""
+
+    model: ModelConfig
+    lr: float
+    lr_final: float
+    weight_decay: float
+    rank_weight: float
+    relative_weight: float
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> _Step:
+        return cls(cfg.model, cfg.lr, cfg.lr_final, cfg.weight_decay, cfg.rank_weight,
+                   cfg.relative_weight)
+
+
+@functools.cache
+def _optimizer(weight_decay: float) -> optax.GradientTransformation:
+    """AdamW whose learning rate is a traced hyperparameter, set each step (`cosine_lr`): one
+    optimizer for every schedule length, so every fit shares the compiled step."""
+    static = ("b1", "b2", "eps", "eps_root", "mu_dtype", "weight_decay", "mask", "nesterov")
+    return optax.inject_hyperparams(optax.adamw, static_args=static)(
+        learning_rate=0.0, weight_decay=weight_decay)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _optimizer_states(weight_decay: float, params: Any) -> Any:
+    """Each ensemble member's initial `_optimizer` state (one program for all of it)."""
+    return jax.vmap(_optimizer(weight_decay).init)(params)
+
+
+def cosine_lr(lr: float, lr_final: float, count: Any, total_steps: Any) -> Any:
+    """The learning rate at step `count` of a cosine decay from `lr` to `lr_final` over
+    `total_steps` (traced): optax's ``cosine_decay_schedule(lr, total_steps, alpha=lr_final /
+    lr)``, the same formula and operations (optax/schedules/_schedule.py), bit for bit. Its
+    step count is a constant there, and XLA divides by a constant as a multiplication by its
+    float32 reciprocal; so does this."""
+    alpha = lr_final / lr
+    count = jnp.minimum(count, total_steps)
+    cosine = 0.5 * (1 + jnp.cos(jnp.pi * count * (1 / total_steps)))
+    return lr * ((1 - alpha) * cosine ** 1.0 + alpha)
 
 
 # `fast_jit`: XLA's CPU "YNN" fusions run these small matmuls about 2x slower (measured).
-@functools.partial(fast_jit, static_argnums=(0, 1), donate_argnums=(2, 3))
-def _train_step(cfg: TrainConfig, opt: optax.GradientTransformation, params: Any,
-                opt_state: Any, stats: Stats, tok: Tokens, y: Any) -> tuple[Any, Any, Any]:
-    """One Adam step of every ensemble member on the same batch (vmapped)."""
+@functools.partial(fast_jit, static_argnums=0, donate_argnums=(1, 2))
+def _train_step(step: _Step, params: Any, opt_state: Any, stats: Stats, tok: Tokens, y: Any,
+                mask: Any, total_steps: Any) -> tuple[Any, Any, Any]:
+    """One AdamW step of every ensemble member on the same (masked) batch (vmapped), the
+    learning rate from the optimizer's own step count and the fit's `total_steps`."""
+    opt = _optimizer(step.weight_decay)
+
     def one(p: Any, s: Any) -> tuple[Any, Any, Any]:
-        loss, grads = jax.value_and_grad(loss_fn)(p, cfg.model, stats, tok, y, cfg.rank_weight,
-                                                  cfg.relative_weight)
+        loss, grads = jax.value_and_grad(loss_fn)(p, step.model, stats, tok, y,
+                                                  step.rank_weight, step.relative_weight, mask)
+        lr = cosine_lr(step.lr, step.lr_final, s.count, total_steps)
+        s = s._replace(hyperparams={**s.hyperparams, "learning_rate": lr})
         updates, s = opt.update(grads, s, p)
         return optax.apply_updates(p, updates), s, loss
 
@@ -437,15 +396,42 @@ def _train_step(cfg: TrainConfig, opt: optax.GradientTransformation, params: Any
 
 
 @functools.partial(fast_jit, static_argnums=0)
-def _member_losses(config: ModelConfig, params: Any, stats: Stats, tok: Tokens, y: Any) -> Any:
-    """Per ensemble member: mean squared error of log cycles."""
+def _member_losses(config: ModelConfig, params: Any, stats: Stats, tok: Tokens, y: Any,
+                   mask: Any) -> Any:
+    """Per ensemble member: mean squared error of log cycles over the rows where `mask` is 1."""
     def one(p: Any) -> Any:
         pred = predict_log(config, jax.tree_util.tree_map(lambda a: a[None], p), stats, tok)
-        return jnp.mean((pred - y) ** 2)
+        return (mask * (pred - y) ** 2).sum() / mask.sum()
     return jax.vmap(one)(params)
 
 
+_SHUFFLE_ONE_ROUND = int(np.iinfo(np.uint32).max ** (1 / 3))
+"""`jax.random.permutation` sorts by one round of random keys up to this many elements."""
+
+
+@jax.jit
+def _shuffle_bucket(key: Any, positions: Any, n: Any) -> Any:
+    _, sub = jax.random.split(key)
+    keys = jax.random.bits(sub, positions.shape, jnp.uint32)
+    keys = jnp.where(positions < n, keys, np.uint32(np.iinfo(np.uint32).max))
+    return jax.lax.sort_key_val(keys, positions, is_stable=True)[1]
+
+
+def shuffled(key: Any, n: int) -> np.ndarray:
+    """``jax.random.permutation(key, n)``, computed over `row_bucket` positions so that other
+    sizes share the compiled sort: JAX's one round of sorting random 32-bit keys (its
+    ``_shuffle``, jax/_src/random), the padded positions keyed last in a stable sort and
+    dropped. Keys of a prefix are the prefix of the keys only with partitionable threefry;
+    otherwise, and past one round, JAX's own."""
+    if n > _SHUFFLE_ONE_ROUND or not jax.config.jax_threefry_partitionable:
+        return np.asarray(jax.random.permutation(key, n))
+    positions = np.arange(row_bucket(n), dtype=np.int32)
+    return np.asarray(_shuffle_bucket(key, positions, np.int32(n)))[:n]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def init_params(config: ModelConfig, key: Any, members: int, num_tokens: int) -> Any:
+    """`members` initialisations (one program, not one per operation of Flax's init)."""
     x = jnp.zeros((1, num_tokens, NUM_FEATURES))
     w = jnp.ones((1, num_tokens))
     net = ATFormer(config)
@@ -473,39 +459,49 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
     # The calibration is refitted at the end (`mape_scale`), so training starts without one.
     stats = (init.stats._replace(offset=Stats.of(fit).offset, log_scale=np.float32(0.0))
              if init is not None else Stats.of(fit))
+    # float32 arrays, never Python floats (weakly typed to JAX): one signature for every fit
+    stats = Stats(*(np.asarray(v, np.float32) for v in stats))
     key = jax.random.PRNGKey(cfg.seed)
     key, init_key = jax.random.split(key)
     if init is not None:
-        params = jax.tree_util.tree_map(jnp.asarray, init.params)
+        params = jax.device_put(init.params)
         members = jax.tree_util.tree_leaves(params)[0].shape[0]
         cfg = dataclasses.replace(cfg, model=init.config.model, ensemble=members)
     else:
         params = init_params(cfg.model, init_key, cfg.ensemble, fit.tokens.x.shape[1])
     batch = min(cfg.batch_size, len(fit))
     steps_per_epoch = max(1, len(fit) // batch)
-    opt = _make_optimizer(cfg, cfg.epochs * steps_per_epoch)
-    opt_state = jax.vmap(opt.init)(params)
-    fit_tok = Tokens(*(jnp.asarray(a) for a in fit.tokens))
-    fit_y = jnp.asarray(fit.log_measured)
+    # Padded shapes (`row_bucket`, masked rows) and a traced schedule length: a fit on more
+    # rows, another seed or epoch count runs the programs the last fit compiled.
+    size = min(cfg.batch_size, row_bucket(batch))
+    batch_mask = (np.arange(size) < batch).astype(np.float32)
+    total_steps = np.float32(max(cfg.epochs * steps_per_epoch, 1))
+    step_cfg = _Step.of(cfg)
+    opt_state = _optimizer_states(cfg.weight_decay, params)
+    fit_tok = Tokens(*(np.asarray(a) for a in fit.tokens))
+    fit_y = np.asarray(fit.log_measured)
     monitor = val if val is not None else fit
-    mon_tok = Tokens(*(jnp.asarray(a) for a in monitor.tokens))
-    mon_y = jnp.asarray(monitor.log_measured)
+    mon_tok, mon_y, mon_mask = (jax.device_put(part) for part in
+                                _padded_rows(monitor.tokens, monitor.log_measured,
+                                             row_bucket(len(monitor))))
     best = jax.tree_util.tree_map(np.asarray, params)
-    best_loss = np.asarray(_member_losses(cfg.model, params, stats, mon_tok, mon_y))
+    best_loss = np.asarray(_member_losses(cfg.model, params, stats, mon_tok, mon_y, mon_mask))
     best_epoch = np.zeros(cfg.ensemble, np.int64)
     history = []
     epoch = 0
     for epoch in range(1, cfg.epochs + 1):
         key, perm_key = jax.random.split(key)
-        order = np.asarray(jax.random.permutation(perm_key, len(fit)))
+        order = shuffled(perm_key, len(fit))
         losses = []
         for s in range(steps_per_epoch):
             idx = order[s * batch:(s + 1) * batch]
+            idx = np.concatenate([idx, np.repeat(idx[-1:], size - batch)])
             params, opt_state, loss = _train_step(
-                cfg, opt, params, opt_state, stats, Tokens(*(a[idx] for a in fit_tok)),
-                fit_y[idx])
+                step_cfg, params, opt_state, stats, Tokens(*(a[idx] for a in fit_tok)),
+                fit_y[idx], batch_mask, total_steps)
             losses.append(np.asarray(loss))
-        val_loss = np.asarray(_member_losses(cfg.model, params, stats, mon_tok, mon_y))
+        val_loss = np.asarray(_member_losses(cfg.model, params, stats, mon_tok, mon_y,
+                                             mon_mask))
         better = val_loss < best_loss
         if better.any():
             host = jax.tree_util.tree_map(np.asarray, params)
@@ -558,19 +554,28 @@ def _variance(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> An
     return residual_parts(config, params, stats, tok)[1]
 
 
+@functools.partial(fast_jit, static_argnums=0)
+def _raw_residual(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
+    return residual_parts(config, params, stats, tok)[0]
+
+
+def _in_chunks(fn: Callable[..., Any], config: ModelConfig, params: Any, stats: Stats,
+               tok: Tokens, chunk: int = 256) -> np.ndarray:
+    """`fn` (a jitted per-point function) over `tok` in chunks of `chunk` rows, each padded to
+    `row_bucket` rows so that every dataset size shares a few compiled programs (float64)."""
+    out = []
+    for start in range(0, tok.x.shape[0], chunk):
+        part = Tokens(*(np.asarray(a)[start:start + chunk] for a in tok))
+        m = part.x.shape[0]
+        padded = pad_rows(part, min(chunk, row_bucket(m)))
+        out.append(np.asarray(fn(config, params, stats, padded))[:m])
+    return np.concatenate(out).astype(np.float64)
+
+
 def member_variance(config: ModelConfig, params: Any, stats: Stats, tok: Tokens,
                     chunk: int = 256) -> np.ndarray:
     """The members' residual variance at each point (numpy ``[N]``), in chunks."""
-    n = tok.x.shape[0]
-    out = []
-    for start in range(0, n, chunk):
-        part = Tokens(*(np.asarray(a)[start:start + chunk] for a in tok))
-        m = part.x.shape[0]
-        if m < chunk and n > chunk:  # pad the last chunk to share the compiled code
-            part = Tokens(*(np.concatenate([a, np.repeat(a[-1:], chunk - m, 0)])
-                            for a in part))
-        out.append(np.asarray(_variance(config, params, stats, part))[:m])
-    return np.concatenate(out).astype(np.float64)
+    return _in_chunks(_variance, config, params, stats, tok, chunk)
 
 
 def fit_tau(config: ModelConfig, params: Any, stats: Stats, tok: Tokens,
@@ -589,20 +594,13 @@ def fit_tau(config: ModelConfig, params: Any, stats: Stats, tok: Tokens,
     multiple = TAU_MULTIPLE
     if val is not None and len(val) >= 2:
         variance = member_variance(config, params, stats, val.tokens)
-        raw = np.concatenate([np.asarray(_raw_residual(config, params, stats, Tokens(
-            *(np.asarray(a)[i:i + 256] for a in val.tokens))), np.float64)
-            for i in range(0, len(val), 256)])
+        raw = _in_chunks(_raw_residual, config, params, stats, val.tokens)
         base = np.asarray(val.tokens.log_cycles, np.float64)
         y = np.asarray(val.log_measured, np.float64)
         errors = [np.mean((base + raw * np.exp(-variance / (m * q)) - y) ** 2)
                   for m in TAU_MULTIPLES]
         multiple = TAU_MULTIPLES[int(np.argmin(errors))]
     return multiple * q, multiple
-
-
-@functools.partial(fast_jit, static_argnums=0)
-def _raw_residual(config: ModelConfig, params: Any, stats: Stats, tok: Tokens) -> Any:
-    return residual_parts(config, params, stats, tok)[0]
 
 
 # --------------------------------------------------------------------------- checkpoints

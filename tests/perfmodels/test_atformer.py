@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from accel.arch import HardwareConfig
@@ -346,3 +348,58 @@ def test_tau_survives_a_checkpoint_and_one_member_has_no_shrink(ensemble, tmp_pa
 
 def _first_member(params):
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[:1], params)
+
+
+_COMPILES: list[str] = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, _seconds, **_: _COMPILES.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+
+
+def test_a_second_fit_on_more_rows_compiles_nothing(data):
+    """sim_hybrid refits a growing dataset with another seed each round: padded rows and a
+    traced schedule length make the second fit run the first one's programs."""
+    cfg = T.TrainConfig(model=ModelConfig(width=8, heads=2, layers=1, mlp_width=12), epochs=3,
+                        batch_size=8, patience=3, val_fraction=0.0, ensemble=2,
+                        relative_weight=0.5)
+    before = len(_COMPILES)
+    first = T.train(data.take(np.arange(9)), cfg)
+    compiled = len(_COMPILES) - before
+    second = T.train(data, dataclasses.replace(cfg, seed=1, epochs=4), init=first)
+    assert compiled > 0 and len(_COMPILES) - before == compiled
+    assert second.info["train_rows"] == 12 and len(second.info["history"]) == 4
+    assert not np.allclose(jax.tree_util.tree_leaves(first.params)[0],
+                           jax.tree_util.tree_leaves(second.params)[0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 100, 1000, 1625])
+def test_the_bucketed_shuffle_is_jax_permutation(n):
+    key = jax.random.PRNGKey(n)
+    np.testing.assert_array_equal(T.shuffled(key, n), jax.random.permutation(key, n))
+
+
+def test_the_traced_schedule_length_gives_optax_cosine_decay_bit_for_bit():
+    counts = jnp.arange(800, dtype=jnp.int32)
+    for total in (1, 3, 7, 50, 450, 531, 700):
+        expected = jax.jit(jax.vmap(optax.cosine_decay_schedule(2e-3, total, 2e-5 / 2e-3)))(counts)
+        got = jax.jit(jax.vmap(lambda c, t: T.cosine_lr(2e-3, 2e-5, c, t),
+                               in_axes=(0, None)))(counts, np.float32(total))
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def test_padded_rows_count_in_no_loss_nor_gradient(data, surrogate):
+    tok, y = data.tokens, np.asarray(data.log_measured)
+    pad = T.Tokens(*(np.concatenate([a, a[:4]]) for a in tok))     # 4 rows, other labels
+    y_pad = np.concatenate([y, y[:4] + 3.0])
+    mask = (np.arange(16) < 12).astype(np.float32)
+    params = jax.tree_util.tree_map(lambda a: a[0], surrogate.params)
+
+    def loss(t, labels, m):
+        return jax.value_and_grad(T.loss_fn)(params, TINY.model, surrogate.stats, t, labels,
+                                             0.1, 0.5, m)
+
+    plain, grad = loss(tok, y, None)
+    padded, grad_pad = loss(pad, y_pad, mask)
+    np.testing.assert_allclose(padded, plain, rtol=1e-6)
+    for a, b in zip(jax.tree_util.tree_leaves(grad), jax.tree_util.tree_leaves(grad_pad)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-8)
