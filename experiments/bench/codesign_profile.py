@@ -19,7 +19,7 @@ The run's folder is a temporary one unless ``--out`` names it.
     .venv/bin/python experiments/bench/codesign_profile.py [--config CONFIG.yaml] \\
         [--budget N] [--set KEY=VALUE ...] [--out DIR] [--progress]
     # a few minutes on 2 cores:
-    .venv/bin/python experiments/bench/codesign_profile.py --budget 300 --set 'baselines=[]'
+    .venv/bin/python experiments/bench/codesign_profile.py --budget 500 --set 'baselines=[]'
 """
 
 from __future__ import annotations
