@@ -29,20 +29,25 @@ def _compilation_cache(tmp_path_factory):
     (`baco run` under signals, reproduce workers): each compiles what the first compiled.
     baco's own default (`baco.compile_cache`) points there too, so no test writes the user's
     ``~/.cache``. Under pytest-xdist the workers share one (their base folders are siblings),
-    so a program one worker compiled the other loads."""
+    so a program one worker compiled the other loads: every program, however fast it compiled
+    (each worker would compile it again otherwise)."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent
     path = base / "jax-cache"
     path.mkdir(exist_ok=True)
     path = str(path)
-    names = ("JAX_COMPILATION_CACHE_DIR", "BACO_CACHE_DIR")
-    previous = {name: os.environ.get(name) for name in names}
-    os.environ.update(dict.fromkeys(names, path))
-    before = jax.config.jax_compilation_cache_dir
+    settings = {"JAX_COMPILATION_CACHE_DIR": path, "BACO_CACHE_DIR": path,
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    before = (jax.config.jax_compilation_cache_dir,
+              jax.config.jax_persistent_cache_min_compile_time_secs)
     jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     yield
-    jax.config.update("jax_compilation_cache_dir", before)
+    jax.config.update("jax_compilation_cache_dir", before[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
     for name, value in previous.items():
         if value is None:
             os.environ.pop(name, None)
