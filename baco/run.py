@@ -282,18 +282,20 @@ def run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | 
     recording = Profile() if profile else None
     try:
         with profiling(recording):
-            document = _run_experiment(config_path, out_dir, resume, shown, emit_kernels,
-                                       overrides, force)
+            document, out = _run_experiment(config_path, out_dir, resume, shown, emit_kernels,
+                                            overrides, force)
     finally:
         shown.close()
     if recording is not None:
-        recording.write(output_dir(ExperimentConfig.load(config_path, overrides), out_dir))
+        recording.write(out)
     return document
 
 
 def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike | None,
                     resume: bool, progress: Progress, emit_kernels: bool,
-                    overrides: Sequence[str], force: bool) -> dict[str, Any]:
+                    overrides: Sequence[str], force: bool
+                    ) -> tuple[dict[str, Any], pathlib.Path]:
+    """`run_experiment`'s work: the results document and the folder it was written to."""
     from baco.codesign_loop import codesign, refuse_other_settings
     from baco.compile_cache import enable
     from baco.networks import load_network
@@ -381,7 +383,7 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
         _say(f"wrote {len(written)} kernels to {out / KERNELS_DIR}", progress)
         for message in skipped:
             _say(f"[yellow]warning:[/] {message}", progress)
-    return document
+    return document, out
 
 
 def write_kernels(result: CodesignResult, directory: pathlib.Path
