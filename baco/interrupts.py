@@ -11,10 +11,12 @@ been interrupted. So a signal that arrives there is kept pending, and a short ti
 
 from __future__ import annotations
 
+import _weakrefset
 import contextlib
 import gc
 import signal
 import threading
+import weakref
 from collections.abc import Iterator
 from types import FrameType
 
@@ -31,12 +33,20 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_WEAKREF_FILES = {weakref.__file__, _weakrefset.__file__}
+"""Where the standard library's weak-reference callbacks live (``WeakKeyDictionary``'s
+``remove`` and the like): Python prints and drops what such a callback raises, as it does for
+a collector callback. A signal that lands in an ordinary call into these modules is only
+retried a moment later."""
+
+
 def _swallowing(frame: FrameType | None) -> bool:
-    """Whether an exception raised at `frame` would be dropped: it runs inside a
-    garbage-collector callback or a ``__del__``."""
+    """Whether an exception raised at `frame` may be dropped: it runs inside a
+    garbage-collector callback, a weak-reference callback or a ``__del__``."""
     callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
     while frame is not None:
-        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+        code = frame.f_code
+        if code in callbacks or code.co_name == "__del__" or code.co_filename in _WEAKREF_FILES:
             return True
         frame = frame.f_back
     return False
