@@ -4,6 +4,7 @@ for the hybrid predictors, the surrogate's learned residual."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -19,8 +20,26 @@ __all__ = ["FUSE_SOFTNESS", "FusionTerm", "Settings", "exact_residual",
            "fused_totals", "load_predictor", "objective"]
 
 
-class Settings(NamedTuple):
-    """Static (hashable) settings of the jitted step: jit retraces only when they change."""
+class FusionTerm(NamedTuple):
+    """A fusable chain group in the relaxed objective (`baco.fusion.ChainGroup`, static)."""
+
+    uses: tuple[tuple[int, int], ...]   # (unique layer, instances per chain)
+    instances: int
+    dims: tuple[int, ...]               # perfmodels.fusion.ChainDims
+    softmax: bool = False               # the first GEMM's softmax passes (ChainEpilogue)
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["penalty", "log_max_pe", "log_max_sp_kb", "log_max_acc_kb", "log_max_dram_bw",
+                 "learning_rate", "decay_steps", "lr_final_fraction", "area_budget_mm2"],
+    meta_fields=["aware", "round_steps", "objective", "fusion"])
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The descent's settings, a pytree: its numbers are traced leaves, so a run with another
+    learning rate, penalty, limit or area budget reuses the compiled step (also from the
+    persistent cache); the rest (the model, the step count, the fusion terms, and whether
+    there is an area budget at all) is static, and jit compiles again when it changes."""
 
     aware: bool
     penalty: float
@@ -35,15 +54,6 @@ class Settings(NamedTuple):
     objective: Callable[..., Any]
     area_budget_mm2: float | None = None
     fusion: tuple[FusionTerm, ...] = ()
-
-
-class FusionTerm(NamedTuple):
-    """A fusable chain group in the relaxed objective (`baco.fusion.ChainGroup`, static)."""
-
-    uses: tuple[tuple[int, int], ...]   # (unique layer, instances per chain)
-    instances: int
-    dims: tuple[int, ...]               # perfmodels.fusion.ChainDims
-    softmax: bool = False               # the first GEMM's softmax passes (ChainEpilogue)
 
 
 FUSE_SOFTNESS = 0.1

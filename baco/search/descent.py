@@ -4,7 +4,6 @@ per-layer masks, a start whose loss turns non-finite sent back to its last good 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -16,8 +15,8 @@ from baco.objective import Settings
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
 
-__all__ = ["all_finite", "decode_many", "make_optimizer", "mask_layers", "run_round",
-           "scan_starts", "where_tree"]
+__all__ = ["all_finite", "cosine_schedule", "decode_many", "make_optimizer", "mask_layers",
+           "run_round", "scan_starts", "where_tree"]
 
 
 class _Empty(NamedTuple):
@@ -49,10 +48,24 @@ def mask_layers(scaled: bool) -> optax.GradientTransformationExtraArgs:
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
+def cosine_schedule(settings: Settings) -> Callable[[Any], Any]:
+    """optax's ``cosine_decay_schedule(learning_rate, decay_steps, alpha=lr_final_fraction)``
+    with the three traced (`Settings` leaves): the same operations (optax/schedules/
+    _schedule.py), and the division by the step count as XLA compiles a division by a
+    constant, a multiplication by its float32 reciprocal; so the same values, bit for bit."""
+    alpha = settings.lr_final_fraction
+
+    def schedule(count: Any) -> Any:
+        steps = jnp.asarray(settings.decay_steps, jnp.float32)
+        count = jnp.minimum(count, steps)
+        cosine = 0.5 * (1 + jnp.cos(jnp.pi * count * (1 / steps)))
+        return settings.learning_rate * ((1 - alpha) * cosine + alpha)
+    return schedule
+
+
 def make_optimizer(settings: Settings) -> optax.GradientTransformationExtraArgs:
     """Adam with a cosine decay over a start's steps, between the layer masks."""
-    schedule = optax.cosine_decay_schedule(settings.learning_rate, settings.decay_steps,
-                                           alpha=settings.lr_final_fraction)
+    schedule = cosine_schedule(settings)
     return optax.chain(mask_layers(scaled=False), optax.scale_by_adam(),
                        optax.scale_by_learning_rate(schedule), mask_layers(scaled=True))
 
@@ -89,7 +102,7 @@ def scan_starts(step_one: Callable[[Any, Any, Any], tuple[Any, Any]], carry: Any
     return carry, finite
 
 
-@functools.partial(fast_jit, static_argnames=("settings",))
+@fast_jit
 def run_round(thetas: relax.RelaxedPoint, opt_states: Any, masks: Any, scales: Any,
               n_steps: Any, space: relax.RelaxSpace, settings: Settings, predictor: Any = None
               ) -> tuple[Any, Any, Any, Any]:

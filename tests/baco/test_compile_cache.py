@@ -1,6 +1,6 @@
 """No recompilation inside a run: a refitted `Hybrid` of the same shape reuses the compiled
-descent and exact scores; and JAX's persistent compilation cache (`baco.compile_cache`) goes
-where the environment says, or nowhere."""
+descent and exact scores, as do other numbers in the descent's settings; and JAX's persistent
+compilation cache (`baco.compile_cache`) goes where the environment says, or nowhere."""
 
 from __future__ import annotations
 
@@ -105,6 +105,49 @@ def test_a_refitted_hybrid_descends_without_compiling_again():
     second = descend()
     assert run_round.jitted._cache_size() == compiled
     assert np.all(np.isfinite(first)) and not np.allclose(first, second)
+
+
+def _round_hlo(problem: CodesignProblem, settings) -> str:
+    """BACO's descent round for `problem`, traced and lowered (not compiled) with `settings`."""
+    designs = _designs(problem)
+    theta = jax.tree_util.tree_map(jnp.asarray, problem.relaxed(
+        designs[0].mappings(), problem.config.init_softness, designs[0].hw))
+    thetas = jax.tree_util.tree_map(lambda a: a[None], theta)
+    states = jax.tree_util.tree_map(lambda a: a[None], make_optimizer(settings).init(theta))
+    masks, scales, steps = jnp.ones((1, len(problem.layers))), jnp.ones(1), jnp.array([2])
+    return run_round.lower(thetas, states, masks, scales, steps, problem.space,
+                           settings=settings).as_text()
+
+
+def test_other_numbers_in_the_settings_lower_to_the_same_descent_program():
+    """The learning rate, its schedule, the penalty, the limits and the area budget are traced:
+    a config that changes them compiles nothing new (the same program, and so the same
+    persistent-cache entry). Whether there is an area budget at all is part of the program."""
+    problem = CodesignProblem(NET, HW, TINY.codesign, None)
+    base = problem.settings
+    other = dataclasses.replace(base, learning_rate=0.3, decay_steps=77, lr_final_fraction=0.5,
+                                penalty=3.0, log_max_pe=2.0, log_max_sp_kb=5.0,
+                                log_max_acc_kb=4.0, log_max_dram_bw=1.0)
+    assert _round_hlo(problem, other) == _round_hlo(problem, base)
+    budgeted = _round_hlo(problem, dataclasses.replace(base, area_budget_mm2=2.0))
+    assert budgeted == _round_hlo(problem, dataclasses.replace(base, area_budget_mm2=7.5))
+    assert budgeted != _round_hlo(problem, base)
+
+
+@pytest.mark.parametrize("learning_rate, decay_steps, alpha", [
+    (0.05, 300, 0.1), (7.5e-5, 40, 0.0), (0.3, 7, 0.5), (1e-3, 1, 0.25)])
+def test_the_traced_cosine_schedule_is_optaxs_bit_for_bit(learning_rate, decay_steps, alpha):
+    import optax
+
+    from baco.search.descent import cosine_schedule
+    problem = CodesignProblem(NET, HW, TINY.codesign, None)
+    settings = dataclasses.replace(problem.settings, learning_rate=learning_rate,
+                                   decay_steps=decay_steps, lr_final_fraction=alpha)
+    counts = jnp.arange(decay_steps + 3, dtype=jnp.int32)
+    theirs = jax.jit(jax.vmap(optax.cosine_decay_schedule(learning_rate, decay_steps,
+                                                          alpha=alpha)))(counts)
+    ours = jax.jit(lambda s, c: jax.vmap(cosine_schedule(s))(c))(settings, counts)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
 
 
 @pytest.mark.parametrize("env, expected", [

@@ -203,7 +203,7 @@ def test_the_relaxed_objective_sees_the_chain_fused_where_that_pays():
         return float(value), [float(x) for x in totals], grad
 
     fused, (cycles, pj), grad = loss(problem.settings)
-    apart, (cycles0, pj0), grad0 = loss(problem.settings._replace(fusion=()))
+    apart, (cycles0, pj0), grad0 = loss(dataclasses.replace(problem.settings, fusion=()))
     assert fused < apart and cycles < cycles0 and pj < pj0
     # ... and its gradient: the mappings are pulled differently once the chain fuses.
     moved = jax.tree_util.tree_map(lambda a, b: float(abs(a - b).max()), grad, grad0)
