@@ -14,7 +14,8 @@ any search's design on the three yardsticks `baco run` reports (plain model, ins
 model, simulator; `baco.final_pick.judge_result`, a `baco.yardsticks.Yardsticks`).
 ``baco.enable_compile_cache()`` turns on JAX's persistent compilation cache
 (`baco.compile_cache.enable`), as `baco run` does, so that a second session loads the compiled
-model instead of compiling it again.
+model instead of compiling it again; ``baco.enable_sim_cache()`` keeps every simulated layer in
+the user's cache folder (`baco.sim_cache.enable_store`), so a later run reuses it.
 ``@baco.jit`` and the block-DSL primitives (``baco.load``, ``baco.dot``...) come from
 `baco.dsl`.
 """
@@ -27,6 +28,7 @@ _EXPORTS = {
     "ExperimentConfig": ("baco.config", "ExperimentConfig"),
     "codesign": ("baco.codesign_loop", "codesign"),
     "enable_compile_cache": ("baco.compile_cache", "enable"),
+    "enable_sim_cache": ("baco.sim_cache", "enable_store"),
     "errors": ("baco.errors", None),
     "judge": ("baco.final_pick", "judge_result"),
     "load_network": ("baco.networks", "load_network"),

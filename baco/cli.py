@@ -348,7 +348,9 @@ def entry() -> None:
     teardown: JAX's runtime threads may still be busy with the work just abandoned, and
     tearing the interpreter down under them can crash the process."""
     from baco.compile_cache import enable
+    from baco.sim_cache import enable_store
     enable()        # JAX's persistent compilation cache (`baco.compile_cache`)
+    enable_store()  # the layers this machine simulated before (`baco.sim_cache`)
     code = main()
     if code > 128:
         # What the interpreter's exit would release and the work no longer needs: worker

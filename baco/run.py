@@ -299,8 +299,10 @@ def _run_experiment(config_path: str | os.PathLike, out_dir: str | os.PathLike |
     from baco.codesign_loop import codesign, refuse_other_settings
     from baco.compile_cache import enable
     from baco.networks import load_network
+    from baco.sim_cache import enable_store
 
     enable()        # JAX's persistent compilation cache (`baco.compile_cache`)
+    enable_store()  # the layers this machine simulated before (`baco.sim_cache`)
     config = ExperimentConfig.load(config_path, overrides)
     registry = baselines()
     for i, spec in enumerate(config.baselines):

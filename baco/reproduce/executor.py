@@ -38,9 +38,12 @@ BACKENDS = ("local", "ray")
 
 
 def setup_process() -> None:
-    """Per-process setup: JAX's persistent compilation cache (`baco.compile_cache`)."""
+    """Per-process setup: JAX's persistent compilation cache (`baco.compile_cache`) and the
+    store of simulated layers (`baco.sim_cache`)."""
     from baco.compile_cache import enable
+    from baco.sim_cache import enable_store
     enable()
+    enable_store()
 
 
 def _setup_worker() -> None:

@@ -128,6 +128,67 @@ def test_cache_returns_identical_results_without_simulating(monkeypatch):
         ys.yardsticks((bare, LAYERS[1]), COUNTS, design, cache=cache)
 
 
+@pytest.fixture
+def store(tmp_path):
+    from baco import sim_cache
+    where = sim_cache.enable_store({"BACO_SIM_CACHE": str(tmp_path / "sim")})
+    yield where
+    sim_cache.disable_store()
+
+
+def test_the_store_serves_a_later_process_without_simulating(store, monkeypatch):
+    """What one process simulated, another (a fresh `SimCache`) reads from the store: the same
+    figures, no lowering, no simulation; a key that differs only where equality does not
+    look (a layer's name, a hardware's name) is the same entry."""
+    design = _design(seed=3)
+    first = ys.yardsticks(LAYERS, COUNTS, design, cache=ys.SimCache())
+    assert len(list(store.rglob("*.pkl"))) == 2
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated again")
+
+    monkeypatch.setattr(ys, "run_batch", no_simulation)
+    monkeypatch.setattr(ys, "lower", no_simulation)
+    later = ys.SimCache()
+    renamed = tuple(dataclasses.replace(x, name=f"other{i}") for i, x in enumerate(LAYERS))
+    hw = dataclasses.replace(design.hw, name="someone else's")
+    second = ys.yardsticks(renamed, COUNTS, design_of(hw, design.mappings()), cache=later)
+    assert (later.misses, later.hits) == (0, 2)
+    figures = [{k: v for k, v in y.simulated.to_dict().items() if k != "hardware"}
+               for y in (first, second)]
+    assert figures[0] == figures[1] and [x.cycles for x in second.layers] == [
+        x.cycles for x in first.layers]
+    # another epilogue is another program: not in the store
+    bare = dataclasses.replace(LAYERS[0], epilogue=())
+    with pytest.raises(AssertionError, match="simulated again"):
+        ys.yardsticks((bare, LAYERS[1]), COUNTS, design, cache=ys.SimCache())
+
+
+def test_the_store_is_keyed_by_the_code_and_skips_what_it_cannot_read(store):
+    from baco import sim_cache
+    design = _design(seed=4)
+    key = ys.cache_key(LAYERS[0], design.mappings()[0], design.hw)
+    other = ys.cache_key(LAYERS[0], design.mappings()[0],
+                         dataclasses.replace(design.hw, sp_kb=design.hw.sp_kb * 2))
+    entries = sim_cache.SimStore(store)
+    assert entries.folder.name == sim_cache.code_fingerprint()
+    entries.put(key, "counts")
+    assert entries.get(key) == "counts" and entries.get(other) is None
+    (path,) = entries.folder.rglob("*.pkl")
+    path.write_bytes(b"not a pickle")                 # torn or foreign: a miss, no error
+    assert entries.get(key) is None
+    assert sim_cache.store_folder({"BACO_SIM_CACHE": "0"}) is None
+
+
+def test_an_unwritable_store_folder_leaves_the_store_off(tmp_path, capsys):
+    from baco import sim_cache
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert sim_cache.enable_store({"BACO_SIM_CACHE": str(blocked / "sim")}) is None
+    assert "simulation cache off" in capsys.readouterr().err
+    assert sim_cache._STORE is None
+
+
 def test_epilogue_changes_the_simulated_figures():
     design = _design(layers=LAYERS[:1])
     bare = dataclasses.replace(LAYERS[0], epilogue=())
