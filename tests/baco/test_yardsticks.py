@@ -164,6 +164,17 @@ def test_the_store_serves_a_later_process_without_simulating(store, monkeypatch)
         ys.yardsticks((bare, LAYERS[1]), COUNTS, design, cache=ys.SimCache())
 
 
+def test_a_stored_layer_longer_than_the_cap_is_not_taken(store):
+    """The judge simulates longer programs than the search loop's cap allows; what it stored
+    is no way around the cap: the layer is lowered again and refused as it would have been."""
+    design = _design(seed=5)
+    ys.simulate_design(LAYERS, COUNTS, design, cache=ys.SimCache())
+    _, (first, _) = ys.simulate_design(LAYERS, COUNTS, design, cache=ys.SimCache())
+    with pytest.raises(ProgramTooLongError, match="layer 0"):
+        ys.simulate_design(LAYERS, COUNTS, design, cache=ys.SimCache(),
+                           max_instructions=first.instructions // 2)
+
+
 def test_the_store_is_keyed_by_the_code_and_skips_what_it_cannot_read(store):
     from baco import sim_cache
     design = _design(seed=4)
