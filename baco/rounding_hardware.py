@@ -31,7 +31,6 @@ from perfmodels import aware as aware_model
 from perfmodels import relax
 from perfmodels.accesses import MappingArrays
 from perfmodels.analytic import fast_jit
-from perfmodels.batching import pad_leading, row_bucket
 from workloads.errors import ConfigError, InfeasibleError
 
 if TYPE_CHECKING:
@@ -166,9 +165,8 @@ def infer_hardware(r: Rounder, temporal: np.ndarray, spatial: np.ndarray, stages
         rank=np.zeros(temporal.shape[:3] + (1, NUM_DIMS), np.float32),
         order_weights=np.ones(temporal.shape[:3] + (1,), np.float32),
         stages=stages.astype(np.float32))
-    hwp = jax.tree_util.tree_map(lambda a: np.asarray(a)[:points], _infer_many(
-        r.template, r.base_hw.to_params(), r.packed, pad_leading(maps, row_bucket(points)),
-        r.aware))
+    hwp = jax.tree_util.tree_map(np.asarray, _infer_many(
+        r.template, r.base_hw.to_params(), r.packed, maps, r.aware))
     hws = [relax.rounded_up_hardware(r.base_hw, hwp.pe_rows[p], hwp.pe_cols[p], hwp.sp_kb[p],
                                      hwp.acc_kb[p], r.sram_step_kb,
                                      dram_bw_words=float(dram_bw_words[p]), name="baco")

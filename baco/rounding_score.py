@@ -20,7 +20,6 @@ from baco.rounding_hardware import capacity_kb, footprint_kb
 from perfmodels import aware as aware_model
 from perfmodels.accesses import MappingArrays
 from perfmodels.analytic import Metrics, fast_jit
-from perfmodels.batching import pad_leading, row_bucket
 from perfmodels.score import design_arrays
 from workloads.errors import InfeasibleError
 
@@ -43,27 +42,21 @@ def layer_score(r: Rounder, designs: Sequence[Design]) -> Metrics:
     out = analytic_score(r, designs)
     if r.residual is None:
         return out
-    hwps, maps = _padded_arrays(designs)
-    residual = np.asarray(r.residual(r.template, r.packed, hwps, maps))[:len(designs)]
+    hwps = stack_hw([d.hw for d in designs])
+    maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
+                                  *[design_arrays(d) for d in designs])
+    residual = r.residual(r.template, r.packed, hwps, maps)
     cycles = out.cycles * np.exp(residual).astype(out.cycles.dtype)
     return out._replace(cycles=cycles, edp=cycles * out.energy_pj)
 
 
-def _padded_arrays(designs: Sequence[Design]) -> tuple[Any, MappingArrays]:
-    """The designs' stacked hardware and mappings, padded to a `row_bucket` of designs (a few
-    compiled programs for every count a search scores at once)."""
-    size = row_bucket(len(designs))
-    hwps = pad_leading(stack_hw([d.hw for d in designs]), size)
-    maps = pad_leading(jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                              *[design_arrays(d) for d in designs]), size)
-    return hwps, maps
-
-
 def analytic_score(r: Rounder, designs: Sequence[Design]) -> Metrics:
     """The model's per-layer scores: no residual, no fusion; infinite over the budget."""
-    hwps, maps = _padded_arrays(designs)
+    hwps = stack_hw([d.hw for d in designs])
+    maps = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
+                                  *[design_arrays(d) for d in designs])
     out = _score_many(r.template, r.packed, hwps, maps, r.aware)
-    out = jax.tree_util.tree_map(lambda a: np.asarray(a)[:len(designs)], out)
+    out = jax.tree_util.tree_map(np.asarray, out)
     if r.area_budget_mm2 is not None:
         # a design over the area budget is infeasible: infinite latency and EDP
         over = np.array([not within_budget(d.hw, r.gelu_on_chip, r.area_budget_mm2)

@@ -73,7 +73,6 @@ from perfmodels.atformer.residual import (
     residual_parts,
     shrink,
 )
-from perfmodels.batching import row_bucket
 from perfmodels.validate import TimeloopRow, read_rows
 from workloads.errors import ConfigError
 from workloads.files import write_atomic
@@ -292,6 +291,12 @@ _predict_jit = fast_jit(predict_compact, static_argnums=(0, 1))
 
 
 # --------------------------------------------------------------------------- training
+def row_bucket(rows: int, least: int = 8) -> int:
+    """The padded row count of `rows` rows: the next power of two, at least `least`. Arrays of
+    a few sizes share compiled programs, so fits of a growing dataset compile nothing new."""
+    return max(least, 1 << max(rows - 1, 0).bit_length())
+
+
 def pad_rows(tok: Tokens, size: int) -> Tokens:
     """`tok` with its last row repeated up to `size` rows (real rows, so padded ones stay finite;
     callers drop their outputs or mask them)."""
