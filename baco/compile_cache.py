@@ -21,7 +21,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
-__all__ = ["MIN_COMPILE_SECS", "enable", "folder"]
+__all__ = ["MIN_COMPILE_SECS", "enable", "folder", "user_cache_folder"]
 
 MIN_COMPILE_SECS = 0.5
 """Programs that compile faster are not written (JAX's default is 1 s; the model's smaller
@@ -31,17 +31,25 @@ _OFF = ("0", "off", "false", "no", "none")
 _ON = ("1", "on", "true", "yes")
 
 
-def folder(env: Mapping[str, str] = os.environ) -> pathlib.Path | None:
-    """The cache folder `env` asks for, None when it turns the cache off."""
-    flag = env.get("BACO_JAX_CACHE", "").strip()
+def user_cache_folder(env: Mapping[str, str], variable: str, name: str,
+                      default: str | None = None) -> pathlib.Path | None:
+    """The folder of one of baco's caches: None when ``env[variable]`` turns it off (``0``,
+    ``off``...); the folder it names; else `default` if given; else ``name`` under
+    ``$XDG_CACHE_HOME/baco`` or ``~/.cache/baco``."""
+    flag = env.get(variable, "").strip()
     if flag.lower() in _OFF:
         return None
     if flag and flag.lower() not in _ON:
         return pathlib.Path(flag).expanduser()
-    if env.get("BACO_CACHE_DIR"):
-        return pathlib.Path(env["BACO_CACHE_DIR"]).expanduser()
+    if default:
+        return pathlib.Path(default).expanduser()
     base = env.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(base).expanduser() / "baco" / "jax"
+    return pathlib.Path(base).expanduser() / "baco" / name
+
+
+def folder(env: Mapping[str, str] = os.environ) -> pathlib.Path | None:
+    """The cache folder `env` asks for, None when it turns the cache off."""
+    return user_cache_folder(env, "BACO_JAX_CACHE", "jax", env.get("BACO_CACHE_DIR"))
 
 
 def enable(env: Mapping[str, str] = os.environ) -> pathlib.Path | None:

@@ -119,8 +119,6 @@ class SimCache:
 
 # --------------------------------------------------------------------------- the store
 STORE_FORMAT = "baco-sim-store-1"
-_OFF = ("0", "off", "false", "no", "none")
-_ON = ("1", "on", "true", "yes")
 _FINGERPRINTED = (("accel", "*.py"), ("accel", "*.yaml"), ("workloads", "*.py"),
                   ("baco", "yardsticks.py"), ("baco", "sim_cache.py"))
 """The code whose change could change what a layer simulates to: the lowering, simulator,
@@ -129,13 +127,8 @@ ISA, templates and hardware (`accel`), the layers (`workloads`), the accounting.
 
 def store_folder(env: Mapping[str, str] = os.environ) -> pathlib.Path | None:
     """The store's folder `env` asks for, None when it turns the store off."""
-    flag = env.get("BACO_SIM_CACHE", "").strip()
-    if flag.lower() in _OFF:
-        return None
-    if flag and flag.lower() not in _ON:
-        return pathlib.Path(flag).expanduser()
-    base = env.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(base).expanduser() / "baco" / "sim"
+    from baco.compile_cache import user_cache_folder
+    return user_cache_folder(env, "BACO_SIM_CACHE", "sim")
 
 
 @functools.cache
