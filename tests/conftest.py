@@ -37,10 +37,10 @@ def _compilation_cache(tmp_path_factory):
     path = base / "jax-cache"
     path.mkdir(exist_ok=True)
     path = str(path)
+    # BACO_SIM_CACHE off: every test simulates what it checks (the store's own tests turn
+    # baco.sim_cache's store on in a folder of their own).
     settings = {"JAX_COMPILATION_CACHE_DIR": path, "BACO_CACHE_DIR": path,
-                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-                "BACO_SIM_CACHE": "off"}   # every test simulates what it checks (its own tests
-    # turn baco.sim_cache's store on in a folder of their own)
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "BACO_SIM_CACHE": "off"}
     previous = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
     before = (jax.config.jax_compilation_cache_dir,
