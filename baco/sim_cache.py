@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from accel.mapping import Mapping as LoopMapping
+
 FORMAT = "baco-sim-cache-1"
 """The on-disk format's name; a file of another format is ignored, not misread."""
 
@@ -148,8 +150,6 @@ def _canonical(value: Any) -> Any:
     """`value` as nested tuples of plain numbers and strings that are equal exactly when
     `SimCache`'s keys compare equal (dataclass fields that take part in equality; a
     `accel.mapping.Mapping` by what its own equality compares), so its repr can be hashed."""
-    from accel.mapping import Mapping as LoopMapping
-
     if isinstance(value, LoopMapping):
         return ("Mapping", value.tags, value.temporal.tolist(), value.spatial.tolist(),
                 value._effective_order().tolist(), value.stages.tolist())

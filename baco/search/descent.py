@@ -14,6 +14,7 @@ import optax
 from baco.objective import Settings
 from perfmodels import relax
 from perfmodels.analytic import fast_jit
+from perfmodels.schedule import cosine_decay
 
 __all__ = ["all_finite", "cosine_schedule", "decode_many", "make_optimizer", "mask_layers",
            "run_round", "scan_starts", "where_tree"]
@@ -50,16 +51,11 @@ def mask_layers(scaled: bool) -> optax.GradientTransformationExtraArgs:
 
 def cosine_schedule(settings: Settings) -> Callable[[Any], Any]:
     """optax's ``cosine_decay_schedule(learning_rate, decay_steps, alpha=lr_final_fraction)``
-    with the three traced (`Settings` leaves): the same operations (optax/schedules/
-    _schedule.py), and the division by the step count as XLA compiles a division by a
-    constant, a multiplication by its float32 reciprocal; so the same values, bit for bit."""
-    alpha = settings.lr_final_fraction
-
+    with the three traced (`Settings` leaves; `perfmodels.schedule.cosine_decay`), bit for
+    bit."""
     def schedule(count: Any) -> Any:
-        steps = jnp.asarray(settings.decay_steps, jnp.float32)
-        count = jnp.minimum(count, steps)
-        cosine = 0.5 * (1 + jnp.cos(jnp.pi * count * (1 / steps)))
-        return settings.learning_rate * ((1 - alpha) * cosine + alpha)
+        return cosine_decay(settings.learning_rate, settings.lr_final_fraction, count,
+                            jnp.asarray(settings.decay_steps, jnp.float32))
     return schedule
 
 

@@ -73,6 +73,7 @@ from perfmodels.atformer.residual import (
     residual_parts,
     shrink,
 )
+from perfmodels.schedule import cosine_decay
 from perfmodels.validate import TimeloopRow, read_rows
 from workloads.errors import ConfigError
 from workloads.files import write_atomic
@@ -366,14 +367,8 @@ def _optimizer_states(weight_decay: float, params: Any) -> Any:
 
 def cosine_lr(lr: float, lr_final: float, count: Any, total_steps: Any) -> Any:
     """The learning rate at step `count` of a cosine decay from `lr` to `lr_final` over
-    `total_steps` (traced): optax's ``cosine_decay_schedule(lr, total_steps, alpha=lr_final /
-    lr)``, the same formula and operations (optax/schedules/_schedule.py), bit for bit. Its
-    step count is a constant there, and XLA divides by a constant as a multiplication by its
-    float32 reciprocal; so does this."""
-    alpha = lr_final / lr
-    count = jnp.minimum(count, total_steps)
-    cosine = 0.5 * (1 + jnp.cos(jnp.pi * count * (1 / total_steps)))
-    return lr * ((1 - alpha) * cosine ** 1.0 + alpha)
+    `total_steps` (traced): `perfmodels.schedule.cosine_decay`, optax's schedule bit for bit."""
+    return cosine_decay(lr, lr_final / lr, count, total_steps)
 
 
 # `fast_jit`: XLA's CPU "YNN" fusions run these small matmuls about 2x slower (measured).
