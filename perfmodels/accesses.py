@@ -31,6 +31,7 @@ permutation.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -103,6 +104,59 @@ def inside_mask(rank: Any) -> Any:
     gap = rank[..., None, :] - rank[..., :, None]                  # rank[d] - rank[e]
     soft = jax.nn.sigmoid(gap / ORDER_SOFTNESS)
     return (gap >= 0).astype(jnp.float32) + (soft - jax.lax.stop_gradient(soft))
+
+
+def _tree(parts: list[Any]) -> tuple[Any, list[list[Any]]]:
+    """The product of `parts` as JAX differentiates ``jnp.prod`` (``lax._reduce_jvp``: the
+    first half times the second, padded with 1, until one is left), and every level's terms."""
+    levels = []
+    while len(parts) > 1:
+        levels.append(parts)
+        half = (len(parts) + 1) // 2
+        parts = [a * b for a, b in zip(parts[:half], parts[half:])] + parts[len(parts) - half:half]
+    return parts[0], levels
+
+
+def product(x: Any, axis: int) -> Any:
+    """``jnp.prod(x, axis)``, bit for bit, with a cheaper gradient.
+
+    JAX differentiates ``jnp.prod`` by moving the axis to the front and padding every level of
+    a halving tree, whose transpose pads again: on the model's ``[.., 7, 7, 3]`` products
+    those copies took 45% of a gradient's time (profiled, plain model). Here the same tree
+    runs over the axis's slices and its transpose is written out (a term's cotangent is its
+    product's times its partner): the same arithmetic as JAX's rule, without the copies
+    (XLA may still round a fused neighbour differently, so equal to the last bit is not
+    promised)."""
+    return _product(x, axis % jnp.ndim(x))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _product(x: Any, axis: int) -> Any:
+    return jnp.prod(x, axis=axis)
+
+
+def _product_fwd(x: Any, axis: int) -> tuple[Any, Any]:
+    n = x.shape[axis]
+    if n < 2:
+        return jnp.prod(x, axis=axis), ([], x)
+    out, levels = _tree([jax.lax.index_in_dim(x, i, axis, keepdims=False) for i in range(n)])
+    return out, (levels, None)
+
+
+def _product_bwd(axis: int, saved: Any, ct: Any) -> tuple[Any]:
+    levels, short = saved
+    if short is not None:                    # one element (or none): nothing multiplied
+        return (jnp.broadcast_to(jnp.expand_dims(ct, axis), short.shape),)
+    cts = [ct]
+    for parts in reversed(levels):
+        half = (len(parts) + 1) // 2
+        pairs = len(parts) - half
+        cts = ([c * b for c, b in zip(cts, parts[half:])] + cts[pairs:]
+               + [c * a for c, a in zip(cts, parts[:pairs])])
+    return (jnp.stack(cts, axis=axis),)
+
+
+_product.defvjp(_product_fwd, _product_bwd)
 
 
 class Accesses(NamedTuple):
@@ -184,7 +238,7 @@ def skipped_candidates(m: MappingArrays) -> Any:
 def _skipped(lt: Any, busy: Any, inside: Any) -> Any:
     """`skipped_candidates` from the loops' log-factors, which are relevant and turning
     (``busy [L, 7, 3]``) and which sit inside which (``inside [L-1, Kc, 7, 7]``)."""
-    quiet = jnp.prod(1.0 - inside[..., None] * busy[1:, None, :, None, :], axis=2)
+    quiet = product(1.0 - inside[..., None] * busy[1:, None, :, None, :], axis=2)
     skipped_c = (lt[1:, None, :, None] * quiet).sum(2)             # [L-1, Kc, 3]
     return jnp.concatenate([jnp.zeros_like(skipped_c[:1]), skipped_c])
 
@@ -234,11 +288,11 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Access
         lt_out, lt_win = lt[above, _OUT_AXES], lt[above, _WIN_AXES]       # [2]
         strictly = inside[above - 1] * (1.0 - jnp.eye(7))               # [Kc, 7(e), 7(d)]
         gone = 1.0 - strictly * exists[above][:, None]                   # [Kc, e, d]
-        first = exists[above] * jnp.prod(gone, axis=1)                   # [Kc, 7]
+        first = exists[above] * product(gone, axis=1)                  # [Kc, 7]
         # second[d]: d exists and exactly one existing loop sits inside it (d = P, Q)
         col = gone[:, :, _OUT_AXES]                                      # [Kc, e, 2]
         all_but = jnp.where(np.eye(7, dtype=bool)[None, :, :, None], 1.0, col[:, :, None, :])
-        others = jnp.prod(all_but, axis=1)                               # [Kc, e, 2]: all but e
+        others = product(all_but, axis=1)                              # [Kc, e, 2]: all but e
         second = exists[above, _OUT_AXES] * (strictly[:, :, _OUT_AXES]
                                              * exists[above][None, :, None] * others).sum(1)
         tile_span = span(out_ext, win_ext, st, dl)                       # [2]

@@ -75,6 +75,7 @@ from perfmodels.accesses import (
     accesses,
     gate,
     inside_mask,
+    product,
     skipped_candidates,
 )
 from perfmodels.analytic import Metrics, fast_jit, pack_layer, pack_mapping
@@ -170,11 +171,11 @@ def instruction_runs(m: MappingArrays, num_levels: int) -> Runs:
     for level in range(int(reach.max())):
         exists = gate(lt[level]) * among                               # [A, 7]
         inside = inside_mask(m.rank[level]) * ~eye                     # [Kc, 7(e), 7(d)]
-        first = exists[:, None] * jnp.prod(
+        first = exists[:, None] * product(
             1.0 - inside[None] * exists[:, None, :, None], axis=2)     # [A, Kc, 7]
         inner = (m.order_weights[level][None, :, None] * first).sum(1)           # [A, 7]
-        single = exists * jnp.prod(jnp.where(eye, 1.0, 1.0 - exists[:, None, :]), axis=2)
-        any_loop = 1.0 - jnp.prod(1.0 - exists, axis=-1)               # [A]
+        single = exists * product(jnp.where(eye, 1.0, 1.0 - exists[:, None, :]), axis=2)
+        any_loop = 1.0 - product(1.0 - exists, axis=-1)                # [A]
         start = none_yet[:, None] * _PIXEL + open_
         on = jnp.asarray(level < reach)
         log_run = log_run + on * (start * inner * lt[level]).sum(-1)

@@ -182,9 +182,19 @@ class RelaxedEval(NamedTuple):
 
 # --------------------------------------------------------------------------- decoding
 def learned_rank(order_scores: Any) -> Any:
-    """The integer ranks of the scores (a valid order), with the scores' gradient."""
-    hard = jnp.argsort(jnp.argsort(order_scores, axis=-1), axis=-1).astype(jnp.float32)
-    return hard + (order_scores - jax.lax.stop_gradient(order_scores))
+    """The integer ranks of the scores (a valid order), with the scores' gradient.
+
+    The ranks are ``argsort(argsort(scores))`` (stable: a tie goes to the lower index; NaN
+    last, as JAX sorts), counted by comparing every pair: XLA's two sorts of rows of seven
+    took 14% of a gradient's time (profiled, plain model)."""
+    s = jax.lax.stop_gradient(order_scores)
+    e, d = s[..., :, None], s[..., None, :]                    # [..., e, d]
+    nan_e, nan_d = jnp.isnan(e), jnp.isnan(d)
+    below = (e < d) | (~nan_e & nan_d)
+    tied = (e == d) | (nan_e & nan_d)
+    lower = np.tri(s.shape[-1], k=-1, dtype=bool).T             # [e, d]: e < d
+    hard = (below | (tied & lower)).sum(-2).astype(jnp.float32)
+    return hard + (order_scores - s)
 
 
 def decode_mapping(rm: RelaxedMapping, layer: LayerArrays, rank: Any,

@@ -12,7 +12,7 @@ interrupted bench resumes), and the end prints a table per network: the geometri
 seeds of simulated EDP and the mean search seconds, and the verdict at equal time.
 
     .venv/bin/python experiments/bench/predictor_choice.py [--networks resnet50 bert] \\
-        [--seeds 0 1 2] [--equal-time] [--out predictor_choice.jsonl]
+        [--seeds 0 1 2] [--predictors sim_hybrid] [--equal-time] [--out predictor_choice.jsonl]
     # about an hour on 2 cores for both networks, three seeds, with --equal-time
 """
 
@@ -96,10 +96,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--networks", nargs="+", default=["resnet50", "bert"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--predictors", nargs="+", choices=PREDICTORS, default=list(PREDICTORS),
+                        help="which to run (e.g. sim_hybrid alone, to check a change)")
     parser.add_argument("--equal-time", action="store_true",
                         help="also run analytic at the budget that takes sim_hybrid's seconds")
     parser.add_argument("--out", default="predictor_choice.jsonl", help="JSON lines, resumed")
     args = parser.parse_args(argv)
+    if args.equal_time and set(args.predictors) != set(PREDICTORS):
+        parser.error("--equal-time compares both predictors: leave --predictors out")
     out = pathlib.Path(args.out)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     done = {key(r) for r in rows}
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     for network in args.networks:
         for seed in args.seeds:
-            for predictor in PREDICTORS:
+            for predictor in args.predictors:
                 record(network, seed, predictor, None)
         if args.equal_time:
             ratio = (mean_search_seconds(rows, network, "sim_hybrid")

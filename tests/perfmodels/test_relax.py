@@ -176,3 +176,17 @@ def test_descent_on_the_learned_order_reaches_an_order_outside_the_fixed_candida
     scored = exact_batch([layer, layer], HW, [start, moved])
     edp = np.asarray(scored.cycles) * np.asarray(scored.energy_pj)
     assert edp[1] < 0.95 * edp[0]
+
+
+def test_learned_rank_is_the_stable_double_argsort_with_the_scores_gradient():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 4, (50, 7)).astype(np.float32)     # many ties
+    scores[0] = [0.0, -0.0, 1.0, 0.0, -0.0, 2.0, 0.5]            # signed zeros tie
+    scores[1, [2, 5]] = np.nan                                    # NaN goes last, as JAX sorts
+    scores[2] = rng.normal(size=7)
+    want = jnp.argsort(jnp.argsort(jnp.asarray(scores), axis=-1), axis=-1)   # stable
+    # a NaN score stays NaN (straight through); the other ranks of its row stay integers
+    np.testing.assert_array_equal(jax.jit(relax.learned_rank)(scores), want + (scores - scores))
+    weights = rng.normal(size=(48, 7)).astype(np.float32)
+    grad = jax.grad(lambda s: (relax.learned_rank(s) * weights).sum())(scores[2:])
+    np.testing.assert_array_equal(grad, weights)
