@@ -107,8 +107,9 @@ def inside_mask(rank: Any) -> Any:
 
 
 def _tree(parts: list[Any]) -> tuple[Any, list[list[Any]]]:
-    """The product of `parts` as JAX differentiates ``jnp.prod`` (``lax._reduce_jvp``: the
-    first half times the second, padded with 1, until one is left), and every level's terms."""
+    """The product of `parts` in the order JAX differentiates ``jnp.prod`` in
+    (``lax._reduce_jvp``: the first half times the second, the odd one out passing through as
+    if times 1, until one is left), and every level's terms."""
     levels = []
     while len(parts) > 1:
         levels.append(parts)
@@ -118,7 +119,7 @@ def _tree(parts: list[Any]) -> tuple[Any, list[list[Any]]]:
 
 
 def product(x: Any, axis: int) -> Any:
-    """``jnp.prod(x, axis)``, bit for bit, with a cheaper gradient.
+    """``jnp.prod(x, axis)`` with a cheaper gradient (undifferentiated, it is ``jnp.prod``).
 
     JAX differentiates ``jnp.prod`` by moving the axis to the front and padding every level of
     a halving tree, whose transpose pads again: on the model's ``[.., 7, 7, 3]`` products
@@ -288,11 +289,11 @@ def accesses(template: Template, layer: LayerArrays, m: MappingArrays) -> Access
         lt_out, lt_win = lt[above, _OUT_AXES], lt[above, _WIN_AXES]       # [2]
         strictly = inside[above - 1] * (1.0 - jnp.eye(7))               # [Kc, 7(e), 7(d)]
         gone = 1.0 - strictly * exists[above][:, None]                   # [Kc, e, d]
-        first = exists[above] * product(gone, axis=1)                  # [Kc, 7]
+        first = exists[above] * product(gone, axis=1)                    # [Kc, 7]
         # second[d]: d exists and exactly one existing loop sits inside it (d = P, Q)
         col = gone[:, :, _OUT_AXES]                                      # [Kc, e, 2]
         all_but = jnp.where(np.eye(7, dtype=bool)[None, :, :, None], 1.0, col[:, :, None, :])
-        others = product(all_but, axis=1)                              # [Kc, e, 2]: all but e
+        others = product(all_but, axis=1)                                # [Kc, e, 2]: all but e
         second = exists[above, _OUT_AXES] * (strictly[:, :, _OUT_AXES]
                                              * exists[above][None, :, None] * others).sum(1)
         tile_span = span(out_ext, win_ext, st, dl)                       # [2]
