@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from accel.mapping import Mapping as LoopMapping
+from baco.compile_cache import user_cache_folder
 
 FORMAT = "baco-sim-cache-1"
 """The on-disk format's name; a file of another format is ignored, not misread."""
@@ -130,7 +131,6 @@ own layout is versioned by `STORE_FORMAT`, so its code (this module) is not part
 
 def store_folder(env: Mapping[str, str] = os.environ) -> pathlib.Path | None:
     """The store's folder `env` asks for, None when it turns the store off."""
-    from baco.compile_cache import user_cache_folder
     return user_cache_folder(env, "BACO_SIM_CACHE", "sim")
 
 

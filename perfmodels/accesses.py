@@ -128,7 +128,10 @@ def product(x: Any, axis: int) -> Any:
     product's times its partner): the same arithmetic as JAX's rule, without the copies
     (XLA may still round a fused neighbour differently, so equal to the last bit is not
     promised)."""
-    return _product(x, axis % jnp.ndim(x))
+    axis = axis % jnp.ndim(x)
+    if jnp.shape(x)[axis] < 2:           # nothing multiplied: JAX's rule costs nothing here
+        return jnp.prod(x, axis=axis)
+    return _product(x, axis)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
@@ -137,17 +140,11 @@ def _product(x: Any, axis: int) -> Any:
 
 
 def _product_fwd(x: Any, axis: int) -> tuple[Any, Any]:
-    n = x.shape[axis]
-    if n < 2:
-        return jnp.prod(x, axis=axis), ([], x)
-    out, levels = _tree([jax.lax.index_in_dim(x, i, axis, keepdims=False) for i in range(n)])
-    return out, (levels, None)
+    return _tree([jax.lax.index_in_dim(x, i, axis, keepdims=False)
+                  for i in range(x.shape[axis])])
 
 
-def _product_bwd(axis: int, saved: Any, ct: Any) -> tuple[Any]:
-    levels, short = saved
-    if short is not None:                    # one element (or none): nothing multiplied
-        return (jnp.broadcast_to(jnp.expand_dims(ct, axis), short.shape),)
+def _product_bwd(axis: int, levels: Any, ct: Any) -> tuple[Any]:
     cts = [ct]
     for parts in reversed(levels):
         half = (len(parts) + 1) // 2
