@@ -99,8 +99,7 @@ def _first_difference(a, b, path="results.json"):
 
 def test_resume_says_where_it_continues(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["run", str(TINY), "--out", str(out), "--budget", "60", "--set", "baselines=[]",
-            "--set", "codesign.starts=1"]
+    args = ["run", str(TINY), "--out", str(out), "--budget", "60", "--set", "baselines=[]"]
     assert main(args) == 0
     capsys.readouterr()
     assert main([*args, "--resume"]) == 0

@@ -379,6 +379,7 @@ def test_padded_rows_count_in_no_loss_nor_gradient(data, surrogate):
     mask = (np.arange(16) < 12).astype(np.float32)
     params = jax.tree_util.tree_map(lambda a: a[0], surrogate.params)
 
+    @jax.jit
     def loss(t, labels, m):
         return jax.value_and_grad(T.loss_fn)(params, TINY.model, surrogate.stats, t, labels,
                                              0.1, 0.5, m)

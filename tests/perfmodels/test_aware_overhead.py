@@ -126,7 +126,7 @@ def test_relaxed_gradient_prefers_longer_computes():
         return aware_model.array_cycles(template, layer, hwp, moved, compute,
                                          aware_model.instruction_runs(moved, 4))
 
-    g = jax.grad(cost)(0.0)
+    g = jax.jit(jax.grad(cost))(0.0)
     assert np.isfinite(float(g)) and float(g) < 0
 
 

@@ -305,13 +305,14 @@ def test_relaxed_chain_metrics_equal_the_exact_ones_at_divisors_and_follow_the_a
         t, fits = relaxed_chain_tiles(hwp, dims)
         return chain_metrics(hw.template_spec, hwp, dims, t, relaxed_trips)[1] / fits, t, fits
 
-    _, tight, fits = fused_pj(jnp.float32(4.0))     # 64 rows: not one 16-row m tile of C and E
+    fused = jax.jit(fused_pj)
+    _, tight, fits = fused(jnp.float32(4.0))        # 64 rows: not one 16-row m tile of C and E
     assert float(fits) < 0.01
-    _, roomy, fits = fused_pj(jnp.float32(64.0))
+    _, roomy, fits = fused(jnp.float32(64.0))
     assert float(fits) > 0.99 and float(roomy[0]) > float(tight[0])
     # Where the accumulator limits the m tile, more of it means fewer weight preloads: less
     # energy for the fused chain.
-    grad = jax.grad(lambda kb: fused_pj(kb)[0])(jnp.float32(64.0))
+    grad = jax.jit(jax.grad(lambda kb: fused_pj(kb)[0]))(jnp.float32(64.0))
     assert float(grad) < 0
 
 

@@ -7,6 +7,7 @@ stays Timeloop's roofline.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 
 import jax
@@ -109,6 +110,7 @@ def test_the_simulator_agrees_on_the_trend():
     assert model[0] > model[1]
 
 
+@functools.partial(jax.jit, static_argnums=1)
 def _relaxed_cycles(stage_logit, aware: bool):
     space = relax.RelaxSpace.create(HW, [LAYER], hw_mode="fixed")
     theta = relax.from_mappings(space, [MAPPING])
@@ -120,13 +122,16 @@ def _relaxed_cycles(stage_logit, aware: bool):
     return aware_model.evaluate(space.template, layer, hwp, m, aware).cycles
 
 
+_value_and_grad = jax.jit(jax.value_and_grad(_relaxed_cycles), static_argnums=1)
+
+
 @pytest.mark.parametrize("stages", [1.25, 1.5])
 def test_relaxed_stage_gradient_is_negative_when_loads_dominate(stages):
     """(c) Relaxed stages (`perfmodels.relax.decode_mapping`: ``1 + (MAX_STAGES - 1) *
     sigmoid(logit)``) get a negative gradient while loads are exposed, and the relaxed
     value equals the exact one at an integer stage count."""
     logit = float(np.log((stages - 1) / (MAX_STAGES - stages)))
-    value, grad = jax.value_and_grad(_relaxed_cycles)(jnp.float32(logit), True)
+    value, grad = _value_and_grad(jnp.float32(logit), True)
     assert np.isfinite(float(grad)) and float(grad) < 0.0
     s1 = jnp.float32(np.log(1e-6))   # ~1 stage
     s2 = jnp.float32(np.log(1.0 / 2.0))   # 2 stages
@@ -140,7 +145,7 @@ def test_relaxed_stage_gradient_vanishes_once_bandwidth_binds():
     """Past ``serial / S = xfer`` (here S ~ 1.55) the DRAM port's bytes bound the loop:
     more stages hide nothing, the gradient is 0 and the value is the roofline plus the fill."""
     logit = float(np.log((2.5 - 1) / (MAX_STAGES - 2.5)))
-    value, grad = jax.value_and_grad(_relaxed_cycles)(jnp.float32(logit), True)
+    value, grad = _value_and_grad(jnp.float32(logit), True)
     assert float(grad) == 0.0
     np.testing.assert_allclose(value, aware_model.exact(LAYER, HW, staged(2), aware=True).cycles,
                                rtol=2e-3)
