@@ -494,7 +494,7 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
             params, opt_state, loss = _train_step(
                 step_cfg, params, opt_state, stats, Tokens(*(a[idx] for a in fit_tok)),
                 fit_y[idx], batch_mask, total_steps)
-            losses.append(np.asarray(loss))
+            losses.append(loss)     # read at the epoch's end: the steps run while Python goes on
         val_loss = np.asarray(_member_losses(cfg.model, params, stats, mon_tok, mon_y,
                                              mon_mask))
         better = val_loss < best_loss
@@ -505,7 +505,7 @@ def train(data: Dataset, config: TrainConfig | None = None, *, init: Surrogate |
                                                    p, b), best, host)
             best_loss = np.where(better, val_loss, best_loss)
             best_epoch = np.where(better, epoch, best_epoch)
-        record = {"epoch": epoch, "train_loss": float(np.mean(losses)),
+        record = {"epoch": epoch, "train_loss": float(np.mean([np.asarray(x) for x in losses])),
                   "val_mse": float(np.mean(val_loss)), "seconds": time.perf_counter() - started}
         history.append(record)
         if progress is not None:
